@@ -14,6 +14,11 @@ it returns). A collective is a generator that posts one round of sends and recei
 every `Testall` moves all pending collectives along in issue order, so ranks may wait on them
 in any order. Collectives reduce in rank order (rank 0's contribution, then rank 1's, ...),
 each segment of an all-reduce on one rank, so every rank gets the same bits.
+
+A wait that times out closes the communicator's pairs, as gloo closes a group's: its pending
+receives are dropped, later operations on it fail ("Application timeout caused pair
+closure"), and a control message makes the peers' operations on it fail at once ("Connection
+closed by peer") instead of waiting out their own timeouts; other communicators go on.
 """
 
 from __future__ import annotations
@@ -29,6 +34,10 @@ import numpy as np
 
 _HEADER = struct.Struct("<qqq")     # communicator context, tag, payload bytes
 _SMALL = 1 << 16                    # payloads sent in one call with their header
+# The tag of the message that tells a peer this rank closed its pairs of a communicator
+# (after a timeout, as gloo closes a context's pairs); every other tag is non-negative.
+_CLOSE_TAG = -7
+_TIMEOUT_CLOSED = "Application timeout caused pair closure"
 
 ANY_SOURCE = -1
 UNDEFINED = -32766
@@ -157,6 +166,9 @@ class Transport:
         self.posted: dict[int, list[_Recv]] = {}
         self.unexpected: dict[int, list[tuple]] = {}
         self.closing = False
+        # (context, world rank) of the pairs closed after a timeout, here or at the peer: no
+        # message goes or comes through them any more.
+        self.closed_pairs: set[tuple[int, int]] = set()
         self.peers = {r: _Peer(r, s, addresses.get(r, "?")) for r, s in socks.items()}
         for peer in self.peers.values():
             threading.Thread(target=self._reader, args=(peer,), daemon=True,
@@ -170,7 +182,7 @@ class Transport:
             req.done = True
             return req
         peer = self.peers[dst]
-        if peer.closed:
+        if peer.closed or (ctx, dst) in self.closed_pairs:
             req.error = RuntimeError(_closed(peer.address))
             return req
         header = _HEADER.pack(ctx, tag, len(data))
@@ -198,7 +210,8 @@ class Transport:
                         del queue[i]
                         req.fill(s, data)
                         return req
-            if src != ANY_SOURCE and src != self.rank and self.peers[src].closed:
+            if src != ANY_SOURCE and src != self.rank and (
+                    self.peers[src].closed or (ctx, src) in self.closed_pairs):
                 req.error = RuntimeError(_closed(self.peers[src].address))
                 return req
             self.posted.setdefault(ctx, []).append(req)
@@ -216,6 +229,8 @@ class Transport:
 
     def _deliver(self, src: int, ctx: int, tag: int, data) -> None:
         with self.lock:
+            if (ctx, src) in self.closed_pairs:
+                return          # (through a pair closed here after a timeout)
             req = self._take_posted(src, ctx, tag)
             if req is None:
                 self.unexpected.setdefault(ctx, []).append((src, tag, data))
@@ -230,6 +245,9 @@ class Transport:
                 if header is None:
                     break
                 ctx, tag, n = _HEADER.unpack(header)
+                if tag == _CLOSE_TAG:
+                    self._pairs_closed_by(peer, ctx)
+                    continue
                 with self.lock:
                     req = self._take_posted(peer.rank, ctx, tag)
                 if req is not None and n <= len(req.buf):
@@ -247,6 +265,40 @@ class Transport:
         except OSError:
             pass
         self._peer_closed(peer)
+
+    def _pairs_closed_by(self, peer: _Peer, ctx: int) -> None:
+        """`peer` closed its pairs of the communicator `ctx`: its receives from there fail."""
+        error = RuntimeError(_closed(peer.address))
+        with self.lock:
+            for c in (ctx, ctx + 1):        # (its point-to-point and collective messages)
+                self.closed_pairs.add((c, peer.rank))
+                queue = self.posted.get(c, [])
+                for req in [r for r in queue if r.src == peer.rank]:
+                    queue.remove(req)
+                    req.error = error
+
+    def close_pairs(self, ctx: int, ranks: list[int]) -> None:
+        """Close this rank's pairs of communicator `ctx` with `ranks` after a timeout: its
+        pending receives there are dropped (a late message must not land in a tensor the
+        program has moved on with), later messages are discarded, and each peer is told."""
+        error = RuntimeError(_TIMEOUT_CLOSED)
+        with self.lock:
+            for c in (ctx, ctx + 1):
+                for r in ranks:
+                    self.closed_pairs.add((c, r))
+                for req in self.posted.pop(c, []):
+                    req.error = error
+                self.unexpected.pop(c, None)
+        header = _HEADER.pack(ctx, _CLOSE_TAG, 0)
+        for r in ranks:
+            peer = self.peers.get(r)
+            if peer is None or peer.closed:
+                continue
+            try:
+                with peer.send_lock:
+                    peer.sock.sendall(header)
+            except OSError:
+                pass
 
     def _peer_closed(self, peer: _Peer) -> None:
         with self.lock:
@@ -293,8 +345,9 @@ _ACTIVE: list = []
 class _Collective(_Request):
     """A collective in flight: a generator that yields the requests of each round."""
 
-    def __init__(self, rounds) -> None:
+    def __init__(self, rounds, comm=None) -> None:
         super().__init__()
+        self.comm = comm
         self.rounds = rounds
         self.waiting: list = []
         _ACTIVE.append(self)
@@ -378,7 +431,18 @@ class Comm:
 
     def _usable(self) -> None:
         if self.timed_out:
-            raise RuntimeError("Application timeout caused pair closure")
+            raise RuntimeError(_TIMEOUT_CLOSED)
+
+    def abort_pairs(self) -> None:
+        """After a timeout, close this communicator's pairs as gloo does: every operation on
+        it fails here from now on, the peers' with "Connection closed by peer", and its
+        collectives in flight stop."""
+        self.timed_out = True
+        error = RuntimeError(_TIMEOUT_CLOSED)
+        for coll in [c for c in _ACTIVE if c.comm is self]:
+            coll.error = error
+            _ACTIVE.remove(coll)
+        self.t.close_pairs(self.ctx, [r for r in self.ranks if r != self.t.rank])
 
     def Get_rank(self) -> int:  # noqa: N802
         return self.rank
@@ -421,7 +485,7 @@ class Comm:
         # the messages of two collectives in flight apart.
         self._usable()
         self.seq += 1
-        return _Collective(body(self, self.seq * 8, *args))
+        return _Collective(body(self, self.seq * 8, *args), self)
 
     def Iallreduce(self, sendbuf, recvbuf, op):  # noqa: N802
         arr, _, _ = _spec(recvbuf)

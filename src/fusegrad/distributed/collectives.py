@@ -72,16 +72,24 @@ _NOT_COMPLEX = (RedOpType.MAX, RedOpType.MIN, RedOpType.PRODUCT, RedOpType.BAND,
 _RING_UFUNCS = {RedOpType.SUM: np.add, RedOpType.AVG: np.add}
 
 
+# (PyTorch's texts break their line and indent the rest by 13 spaces)
+_BREAK = "\n" + " " * 13
+
+
 def _check_tensor(t, name: str) -> None:
     if not isinstance(t, Tensor):
         raise TypeError(f"Invalid function argument. Expected parameter `{name}` of type "
-                        f"torch.Tensor but got {type(t)} instead.")
+                        f"torch.Tensor{_BREAK}but got {type(t)} instead.")
 
 
 def _check_list(ts, name: str) -> None:
-    if not isinstance(ts, list) or not all(isinstance(t, Tensor) for t in ts):
+    if not isinstance(ts, list):
         raise TypeError(f"Invalid function argument. Expected parameter `{name}` of type "
-                        f"List[torch.Tensor] but got {type(ts)} instead.")
+                        f"List[torch.Tensor]{_BREAK}but got {type(ts)} instead.")
+    if not all(isinstance(t, Tensor) for t in ts):
+        raise TypeError(f"Invalid function argument. Expected parameter `{name}` of type "
+                        f"List[torch.Tensor]{_BREAK}but got {type(ts)} with elements of type "
+                        f"{[type(t) for t in ts]}.")
 
 
 def _mpi_op(pg, op):
@@ -226,7 +234,7 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op: bool = False):
     if tensor._data.dtype.kind == "c" and RedOpType(op) in _NOT_COMPLEX:
         raise ValueError(f"all_reduce does not support RedOpType.{RedOpType(op).name} on "
                          "complex tensors")
-    pg = _resolve(group)
+    pg = _resolve(group, "all_reduce")
     if pg is None:
         return None
     staged, buf, mpi_op = _reduce_buffer(pg, tensor, op)
@@ -249,7 +257,7 @@ def reduce(tensor, dst=None, op=ReduceOp.SUM, group=None, async_op: bool = False
            group_dst=None):
     """Reduce `tensor` across the group into `dst`'s tensor (the others keep theirs)."""
     _check_tensor(tensor, "tensor")
-    pg = _resolve(group)
+    pg = _resolve(group, "reduce")
     if pg is None:
         return None
     root = _root(pg, dst, group_dst, "dst", "reduce")
@@ -271,7 +279,7 @@ def reduce(tensor, dst=None, op=ReduceOp.SUM, group=None, async_op: bool = False
 def broadcast(tensor, src=None, group=None, async_op: bool = False, group_src=None):
     """Copy `src`'s tensor into `tensor` on every rank."""
     _check_tensor(tensor, "tensor")
-    pg = _resolve(group)
+    pg = _resolve(group, "broadcast")
     if pg is None:
         return None
     root = _root(pg, src, group_src, "src", "broadcast")
@@ -306,7 +314,7 @@ def all_gather(tensor_list, tensor, group=None, async_op: bool = False):
     """Fill `tensor_list[i]` with rank i's `tensor`, on every rank."""
     _check_list(tensor_list, "tensor_list")
     _check_tensor(tensor, "tensor")
-    pg = _resolve(group)
+    pg = _resolve(group, "all_gather")
     if pg is None:
         return None
     _gather_layout(tensor_list, tensor, pg.size(), "all_gather")
@@ -328,7 +336,7 @@ def all_gather_single(output_tensor, input_tensor, group=None, async_op: bool = 
     """Concatenate every rank's `input_tensor` along dim 0 into `output_tensor`."""
     _check_tensor(output_tensor, "output_tensor")
     _check_tensor(input_tensor, "input_tensor")
-    pg = _resolve(group)
+    pg = _resolve(group, "all_gather_single")
     if pg is None:
         return None
     if output_tensor._data.dtype != input_tensor._data.dtype:
@@ -357,7 +365,7 @@ def reduce_scatter_single(output, input, op=ReduceOp.SUM, group=None,  # noqa: A
     """Reduce `input` across ranks and give rank i the i-th of its equal dim-0 blocks."""
     _check_tensor(output, "output")
     _check_tensor(input, "input")
-    pg = _resolve(group)
+    pg = _resolve(group, "reduce_scatter_single")
     if pg is None:
         return None
     if input._data.dtype != output._data.dtype:
@@ -380,7 +388,7 @@ def gather(tensor, gather_list=None, dst=None, group=None, async_op: bool = Fals
            group_dst=None):
     """Collect every rank's `tensor` into `gather_list` on `dst` (None elsewhere)."""
     _check_tensor(tensor, "tensor")
-    pg = _resolve(group)
+    pg = _resolve(group, "gather")
     if pg is None:
         return None
     root = _root(pg, dst, group_dst, "dst", "gather")
@@ -405,7 +413,7 @@ def scatter(tensor, scatter_list=None, src=None, group=None, async_op: bool = Fa
             group_src=None):
     """Give rank i `scatter_list[i]` of `src`, written into its `tensor`."""
     _check_tensor(tensor, "tensor")
-    pg = _resolve(group)
+    pg = _resolve(group, "scatter")
     if pg is None:
         return None
     root = _root(pg, src, group_src, "src", "scatter")
@@ -427,7 +435,7 @@ def scatter(tensor, scatter_list=None, src=None, group=None, async_op: bool = Fa
 
 def barrier(group=None, async_op: bool = False, device_ids=None, timeout=None):
     """Wait until every rank of the group has reached the barrier."""
-    pg = _resolve(group)
+    pg = _resolve(group, "barrier")
     if pg is None:
         return None
     work = Work([pg.comm.Ibarrier()], pg, "barrier")
@@ -461,7 +469,7 @@ def _sender(pg, status):
 def isend(tensor, dst=None, group=None, tag: int = 0, group_dst=None):
     """Send `tensor` to `dst` without waiting; returns the `Work`."""
     _check_tensor(tensor, "tensor")
-    pg = _resolve(group)
+    pg = _resolve(group, "isend")
     if pg is None:
         return None
     peer = _peer(pg, dst, group_dst, "dst")
@@ -486,7 +494,7 @@ def _recv_peer(pg, src, group_src, tag, what: str) -> int:
 def irecv(tensor, src=None, group=None, tag: int = 0, group_src=None):
     """Receive into `tensor` from `src` (any rank when None) without waiting."""
     _check_tensor(tensor, "tensor")
-    pg = _resolve(group)
+    pg = _resolve(group, "irecv")
     if pg is None:
         return None
     peer = _recv_peer(pg, src, group_src, tag, "irecv")
@@ -512,7 +520,7 @@ def send(tensor, dst=None, group=None, tag: int = 0, group_dst=None) -> None:
 def recv(tensor, src=None, group=None, tag: int = 0, group_src=None) -> int:
     """Receive into `tensor` from `src` (any rank when None); returns the sender's rank."""
     _check_tensor(tensor, "tensor")
-    pg = _resolve(group)
+    pg = _resolve(group, "irecv")
     if pg is None:
         return -1
     peer = _recv_peer(pg, src, group_src, tag, "recv")
@@ -550,7 +558,7 @@ def all_to_all_single(output, input, output_split_sizes=None,  # noqa: A002
     block for this rank into block i of `output` (by `output_split_sizes`)."""
     _check_tensor(output, "output")
     _check_tensor(input, "input")
-    pg = _resolve(group)
+    pg = _resolve(group, "all_to_all_single")
     if pg is None:
         return None
     if output._data.dtype != input._data.dtype:
@@ -574,7 +582,7 @@ def all_to_all(output_tensor_list, input_tensor_list, group=None, async_op: bool
     """Send `input_tensor_list[i]` to rank i; receive rank i's into `output_tensor_list[i]`."""
     _check_list(output_tensor_list, "output_tensor_list")
     _check_list(input_tensor_list, "input_tensor_list")
-    pg = _resolve(group)
+    pg = _resolve(group, "all_to_all")
     if pg is None:
         return None
     size = pg.size()
@@ -604,7 +612,7 @@ def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op: bo
     """Reduce `input_list[i]` across ranks into rank i's `output`."""
     _check_tensor(output, "output")
     _check_list(input_list, "input_list")
-    pg = _resolve(group)
+    pg = _resolve(group, "reduce_scatter")
     if pg is None:
         return None
     if len(input_list) != pg.size():
@@ -626,7 +634,7 @@ def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op: bo
 
 def monitored_barrier(group=None, timeout=None, wait_all_ranks: bool = False) -> None:
     """A barrier that fails after `timeout` (the group's when None) instead of waiting on."""
-    pg = _resolve(group)
+    pg = _resolve(group, "monitored_barrier")
     if pg is None:
         return
     barrier(pg, timeout=timeout if timeout is not None else pg.timeout)

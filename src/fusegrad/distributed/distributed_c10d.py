@@ -43,6 +43,7 @@ from .process_group import (
     DistStoreError,
     GroupMember,
     ProcessGroup,
+    QueueEmptyError,
     destroy_process_group,
     get_backend,
     get_global_rank,
@@ -76,12 +77,12 @@ __all__ = ["ReduceOp", "all_gather", "all_gather_into_tensor", "all_gather_objec
            "get_group_rank", "get_process_group_ranks", "is_gloo_available",
            "is_nccl_available", "is_torchelastic_launched", "is_ucc_available", "Store",
            "TCPStore", "FileStore", "HashStore", "PrefixStore", "all_gather_single",
-           "reduce_scatter_single"]
+           "reduce_scatter_single", "QueueEmptyError"]
 
 for _cls in (Backend, GroupMember, ProcessGroup, ReduceOp, Work, group, P2POp, Store,
              PrefixStore):
     _cls.__module__ = __name__
 # PyTorch defines its errors in `torch.distributed` itself.
-for _cls in (DistError, DistBackendError, DistNetworkError, DistStoreError):
+for _cls in (DistError, DistBackendError, DistNetworkError, DistStoreError, QueueEmptyError):
     _cls.__module__ = __name__.rsplit(".", 1)[0]
 del _cls

@@ -14,7 +14,7 @@ from .work import Work
 
 def all_gather_object(object_list: list, obj, group=None) -> None:
     """Fill `object_list[i]` with rank i's picklable `obj`."""
-    pg = _resolve(group)
+    pg = _resolve(group, "all_gather_object")
     if pg is None:
         return
     payload = np.frombuffer(pickle.dumps(obj), dtype=np.uint8)
@@ -43,7 +43,7 @@ def broadcast_object_list(object_list: list, src=None, group=None, device=None,
 
     The source's list keeps its own objects; every other list must be as long as the
     source's (PyTorch broadcasts one size per item)."""
-    pg = _resolve(group)
+    pg = _resolve(group, "broadcast_object_list")
     if pg is None:
         return
     root = _root(pg, src, group_src, "src", "broadcast")
@@ -65,7 +65,7 @@ def broadcast_object_list(object_list: list, src=None, group=None, device=None,
 
 def gather_object(obj, object_gather_list=None, dst=None, group=None, group_dst=None) -> None:
     """Collect every rank's picklable `obj` into `object_gather_list` on `dst`."""
-    pg = _resolve(group)
+    pg = _resolve(group, "gather_object")
     if pg is None:
         return
     root = _root(pg, dst, group_dst, "dst", "gather")
@@ -92,7 +92,7 @@ def scatter_object_list(scatter_object_output_list: list, scatter_object_input_l
     if not isinstance(scatter_object_output_list, list) or not scatter_object_output_list:
         raise ValueError("Expected argument scatter_object_output_list to be a list of size at "
                          "least 1.")
-    pg = _resolve(group)
+    pg = _resolve(group, "scatter_object_list")
     if pg is None:
         return
     root = _root(pg, src, group_src, "src", "scatter")
@@ -114,7 +114,7 @@ def scatter_object_list(scatter_object_output_list: list, scatter_object_input_l
 def send_object_list(object_list: list, dst=None, group=None, device=None,
                      group_dst=None) -> None:
     """Send the picklable items of `object_list` to `dst` (received by recv_object_list)."""
-    pg = _resolve(group)
+    pg = _resolve(group, "send_object_list")
     if pg is None:
         return
     peer = _peer(pg, dst, group_dst, "dst")
@@ -132,7 +132,7 @@ def recv_object_list(object_list: list, src=None, group=None, device=None,
                      group_src=None) -> int:
     """Fill `object_list` with the objects sent by `src` (any rank when None); returns the
     sender's global rank."""
-    pg = _resolve(group)
+    pg = _resolve(group, "recv_object_list")
     if pg is None:
         return -1
     if src is None and group_src is None:

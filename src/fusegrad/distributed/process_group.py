@@ -1,13 +1,13 @@
 """Process groups: `init_process_group`, ranks, sizes, `new_group`, teardown.
 
 Every backend name a CPU program uses (`None`, `"gloo"`, `"mpi"`) gives the same kind of group
-on one of two transports. Under an MPI launch (or with backend "mpi", or with no rendezvous
-named at all) the processes are the ranks of `MPI.COMM_WORLD` started by `mpiexec` (or by
-`python -m fusegrad.distributed.run`); mpi4py is imported only when such a group is created,
-so importing `fusegrad.distributed` costs nothing and works without it. Otherwise the ranks
-meet through PyTorch's rendezvous (`rendezvous.py`: env://, tcp://, file://, or a store) and
-talk over TCP (`_tcp.py`, which stands in for mpi4py's API, so the collectives are the same
-code on both).
+on one of two transports. Under an MPI launch (or with backend "mpi") the processes are the
+ranks of `MPI.COMM_WORLD` started by `mpiexec` (or by `python -m fusegrad.distributed.run`);
+mpi4py is imported only when such a group is created, so importing `fusegrad.distributed`
+costs nothing and works without it. Otherwise the ranks meet through PyTorch's rendezvous
+(`rendezvous.py`: env:// (the default, so a program started without a launcher or RANK and
+friends gets PyTorch's error), tcp://, file://, or a store) and talk over TCP (`_tcp.py`,
+which stands in for mpi4py's API, so the collectives are the same code on both).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import datetime
 import importlib.util
 import os
 import sys
+import warnings
 
 # PyTorch's default collective timeout for CPU backends.
 DEFAULT_TIMEOUT = datetime.timedelta(minutes=30)
@@ -101,8 +102,9 @@ class ProcessGroup:
     def _timeout_error(self, seconds: float, what: str, explicit: bool) -> RuntimeError:
         """The error of a wait that ran out of time (gloo's texts on the TCP transport)."""
         if self._on_tcp:
-            # As gloo closes a group's connections after a timeout, the group refuses work.
-            self.comm.timed_out = True
+            # As gloo closes a group's connections after a timeout, the group refuses work
+            # (here and at its peers).
+            self.comm.abort_pairs()
             if explicit and what not in ("send", "recv"):
                 return RuntimeError("Operation timed out!")
             kind = "send" if what == "send" else "recv"
@@ -173,12 +175,16 @@ def _world() -> ProcessGroup:
     return pg
 
 
-def _resolve(pg) -> ProcessGroup | None:
-    """The group a collective runs on: the default for None; None for a non-member."""
+def _resolve(pg, op: str | None = None) -> ProcessGroup | None:
+    """The group a collective runs on: the default for None; None for a non-member (with
+    PyTorch's warning when `op`, the operation's name, is given)."""
     if pg is None:
         return _world()
-    _world()
+    world = _world()
     if pg is GroupMember.NON_GROUP_MEMBER:
+        if op is not None:
+            warnings.warn(f"Running {op} on global rank {world.rank()} which does not belong "
+                          f"to the given group.", stacklevel=3)
         return None
     return pg
 
@@ -289,17 +295,15 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
 
 # Variables of MPI launchers (Open MPI, MPICH/Hydra, PMIx): under them groups run on MPI.
 _MPI_LAUNCH = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK")
-_RENDEZVOUS_ENV = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
 
 def _use_tcp(backend: str, init_method, rank: int, world_size: int, store) -> bool:
-    """Whether the group runs on the TCP transport: no MPI launch and not the "mpi" backend,
-    and some rendezvous named (an init method, a store, a rank or world size, or torchrun's
-    variables). With none of them the MPI world of this job (perhaps a lone process) serves."""
-    if backend == "mpi" or any(os.environ.get(v) for v in _MPI_LAUNCH):
-        return False
-    return (init_method is not None or store is not None or rank != -1 or world_size != -1
-            or any(os.environ.get(v) for v in _RENDEZVOUS_ENV))
+    """Whether the group runs on the TCP transport: the "gloo" backend outside an MPI launch.
+
+    PyTorch's gloo always rendezvouses (env:// when nothing else is named, which wants RANK,
+    WORLD_SIZE, MASTER_ADDR and MASTER_PORT), so a lone process started without them gets
+    its error rather than a world of one."""
+    return backend != "mpi" and not any(os.environ.get(v) for v in _MPI_LAUNCH)
 
 
 def _init_tcp(backend: str, init_method, timeout: datetime.timedelta, world_size: int,
@@ -392,6 +396,10 @@ class DistNetworkError(DistError):
 
 class DistStoreError(DistError):
     """An error of the key-value store."""
+
+
+class QueueEmptyError(DistStoreError):
+    """A non-blocking `queue_pop` of a store's empty queue."""
 
 
 def get_process_group_ranks(group=None) -> list[int]:

@@ -8,11 +8,17 @@ decoding must not run code), and the server answers each in turn, so a blocking
 `FileStore` keeps the keys in a file locked with `fcntl` (for `file://` rendezvous), in the
 same encoding; `HashStore` in this process's memory; `PrefixStore` puts a prefix in front of
 another store's keys.
+
+TCPStore and HashStore also hold queues (`queue_push`/`queue_pop`/`queue_len`), apart from the
+keys as in PyTorch: a queue is not a key for `get`, `num_keys` or `delete_key`, but `check`
+and `wait` see a non-empty one (and TCPStore's `get` too). FileStore has none, as PyTorch's.
 """
 
 from __future__ import annotations
 
+import collections
 import datetime
+import functools
 import os
 import socket
 import struct
@@ -21,7 +27,12 @@ import threading
 import time
 import types
 
-from .process_group import DistNetworkError, DistStoreError
+try:
+    import fcntl
+except ImportError:  # (not POSIX: the package still imports; a FileStore cannot be made)
+    fcntl = None
+
+from .process_group import DistNetworkError, DistStoreError, QueueEmptyError
 
 _DEFAULT_TIMEOUT = datetime.timedelta(seconds=300)
 # The key counting the store objects that joined (the master's wait_for_workers reads it);
@@ -35,20 +46,69 @@ def _seconds(timeout) -> float:
     return timeout.total_seconds() if hasattr(timeout, "total_seconds") else float(timeout)
 
 
+class _BadArgument(TypeError):
+    """An argument of a type the store method does not take (`_checked` words the error)."""
+
+
 def _value(value) -> bytes:
     if isinstance(value, str):
         return value.encode()
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value)
-    raise TypeError(f"incompatible function arguments: a store value is str or bytes, got "
-                    f"{type(value).__name__}")
+    raise _BadArgument(f"incompatible function arguments: a store value is str or bytes, got "
+                       f"{type(value).__name__}")
 
 
 def _key(key) -> str:
     if not isinstance(key, str):
-        raise TypeError(f"incompatible function arguments: a store key is str, got "
-                        f"{type(key).__name__}")
+        raise _BadArgument(f"incompatible function arguments: a store key is str, got "
+                           f"{type(key).__name__}")
     return key
+
+
+# The parameters PyTorch's store methods list when called with an argument of a wrong type.
+_INT = "typing.SupportsInt | typing.SupportsIndex"
+_KEYS = "collections.abc.Sequence[str]"
+_SIGNATURES = {
+    "set": ["arg0: str, arg1: str) -> None"],
+    "get": ["arg0: str) -> bytes"],
+    "add": [f"arg0: str, arg1: {_INT}) -> int"],
+    "compare_set": ["arg0: str, arg1: str, arg2: str) -> bytes"],
+    "append": ["arg0: str, arg1: str) -> None"],
+    "check": [f"arg0: {_KEYS}) -> bool"],
+    "multi_get": [f"arg0: {_KEYS}) -> list[bytes]"],
+    "multi_set": [f"arg0: {_KEYS}, arg1: {_KEYS}) -> None"],
+    "wait": [f"arg0: {_KEYS}) -> None", f"arg0: {_KEYS}, arg1: datetime.timedelta) -> None"],
+    "delete_key": ["arg0: str) -> bool"],
+    "queue_push": ["arg0: str, arg1: str) -> None"],
+    "queue_pop": ["key: str, block: bool = True) -> bytes"],
+    "queue_len": ["arg0: str) -> int"],
+    "barrier": [f"key: str, world_size: {_INT}, timeout: datetime.timedelta | None = None) "
+                f"-> None"],
+}
+
+
+def _checked(name: str, method):
+    """`method` with PyTorch's error for an argument of a wrong type."""
+    @functools.wraps(method)
+    def call(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except _BadArgument:
+            pass
+        forms = "\n".join(f"    {i}. (self: fusegrad._C._distributed_c10d.Store, {sig}"
+                          for i, sig in enumerate(_SIGNATURES[name], 1))
+        invoked = ", ".join([repr(self), *map(repr, args),
+                             *(f"{k}={v!r}" for k, v in kwargs.items())])
+        raise TypeError(f"{name}(): incompatible function arguments. The following argument "
+                        f"types are supported:\n{forms}\n\nInvoked with: {invoked}")
+    return call
+
+
+def _check_arguments(cls) -> None:
+    for name in _SIGNATURES:
+        if name in cls.__dict__:
+            setattr(cls, name, _checked(name, cls.__dict__[name]))
 
 
 class _Timeout(Exception):
@@ -60,8 +120,21 @@ class _Timeout(Exception):
         self.ms = int(round(seconds * 1000))
 
 
+class _BarrierTimeout(_Timeout):
+    """A TCPStore barrier whose count did not reach the world size in time."""
+
+
+class _QueueEmpty(Exception):
+    """A non-blocking pop of an empty queue."""
+
+
 def _tcp_timeout(t: _Timeout) -> DistStoreError:
+    if isinstance(t, _BarrierTimeout):
+        return DistStoreError(f"barrier timeout after {t.ms}ms, key: {t.keys[0][1:]}")
     return DistStoreError(f"wait timeout after {t.ms}ms, keys: {', '.join(t.keys)}")
+
+
+_NO_QUEUES = "queue support is not implemented."
 
 
 class Store:
@@ -69,6 +142,10 @@ class Store:
 
     def __init__(self) -> None:
         self._timeout = _DEFAULT_TIMEOUT
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        _check_arguments(cls)
 
     @property
     def timeout(self) -> datetime.timedelta:
@@ -81,6 +158,8 @@ class Store:
 
     # The operations every store implements on its raw (already prefixed) keys.
     def _op(self, name: str, *args):
+        if name in ("qpush", "qpop", "qlen"):
+            raise NotImplementedError(_NO_QUEUES)
         raise NotImplementedError("the base Store holds no keys")
 
     def set(self, key: str, value) -> None:
@@ -134,13 +213,56 @@ class Store:
         """The keys set through the store's API."""
         return [k[1:] for k in self._op("list") if k.startswith("/")]
 
+    def has_extended_api(self) -> bool:
+        """Whether the store has the extended operations (PyTorch's stores that do say so)."""
+        return False
+
+    def queue_push(self, key: str, value) -> None:
+        """Append `value` to the queue `key` (waking one waiting `queue_pop`)."""
+        self._op("qpush", "/" + _key(key), _value(value))
+
+    def queue_pop(self, key: str, block: bool = True) -> bytes:
+        """Take the oldest value of the queue `key`: waiting up to the timeout for one, or
+        QueueEmptyError at once when `block` is False and the queue is empty."""
+        return self._op("qpop", "/" + _key(key), bool(block), _seconds(self.timeout))
+
+    def queue_len(self, key: str) -> int:
+        """Number of values in the queue `key`."""
+        return self._op("qlen", "/" + _key(key))
+
+    def barrier(self, key: str, world_size: int,
+                timeout: datetime.timedelta | None = None) -> None:
+        """Block until `world_size` callers (this one included) have reached the barrier
+        `key`; the error of a `wait` after `timeout` (the store's when None)."""
+        # The caller that completes the count marks the barrier passed; every other waits
+        # for that mark (later callers find it set and pass at once).
+        if self.add(f"{_key(key)}/num_members", 1) == int(world_size):
+            self.set(f"{key}/last_member", "1")
+            return
+        self.wait([f"{key}/last_member"], self._barrier_timeout() if timeout is None
+                  else timeout)
+
+    def _barrier_timeout(self) -> datetime.timedelta:
+        return self.timeout
+
+    def clone(self) -> Store:
+        """A store object on the same keys, for use from another thread."""
+        raise RuntimeError('Tried to call pure virtual function "::c10d::Store::clone"')
+
+
+_check_arguments(Store)
+
 
 class _Table:
     """The keys of a store and the operations on them, guarded by one condition variable."""
 
-    def __init__(self) -> None:
+    def __init__(self, get_sees_queues: bool = False) -> None:
         self.data: dict[str, bytes] = {}
+        self.queues: dict[str, collections.deque] = {}
         self.cond = threading.Condition()
+        # `wait` returns for a non-empty queue; TCPStore's `get` does too (reading b""), but
+        # HashStore's waits for the key itself.
+        self.get_sees_queues = get_sees_queues
 
     def apply(self, name: str, *args):
         if name not in _OPERATIONS:  # (a request from the network names only these)
@@ -153,11 +275,19 @@ class _Table:
         self.cond.notify_all()
 
     def _get(self, key, seconds):
-        self._wait([key], seconds)
+        if self.get_sees_queues:
+            self._wait([key], seconds)
+            # (a key that is only a queue reads as empty, as in PyTorch's TCPStore)
+            return self.data.get(key, b"")
+        self._until(lambda: key in self.data, [key], seconds)
         return self.data[key]
 
     def _add(self, key, amount):
-        value = int(self.data.get(key, b"0")) + amount
+        try:
+            value = int(self.data.get(key, b"0")) + amount
+        except ValueError:
+            # (PyTorch's stores parse the value with C++'s stoll, and name it)
+            raise ValueError("stoll") from None
         self.data[key] = str(value).encode()
         self.cond.notify_all()
         return value
@@ -178,15 +308,43 @@ class _Table:
         self._set(key, self.data.get(key, b"") + value)
 
     def _check(self, keys):
-        return all(k in self.data for k in keys)
+        return all(k in self.data or self.queues.get(k) for k in keys)
 
-    def _wait(self, keys, seconds):
+    def _until(self, ready, keys, seconds, error=_Timeout):
+        """Wait (on the condition) until `ready()`; `error(keys, seconds)` after `seconds`."""
         deadline = time.monotonic() + seconds
-        while not all(k in self.data for k in keys):
+        while not ready():
             left = deadline - time.monotonic()
             if left <= 0:
-                raise _Timeout(keys, seconds)
+                raise error(keys, seconds)
             self.cond.wait(left)
+
+    def _wait(self, keys, seconds):
+        self._until(lambda: self._check(keys), keys, seconds)
+
+    def _barrier(self, key, world_size, seconds):
+        # TCPStore's barrier: one counter at `key`, passed once it reaches `world_size`.
+        self._add(key, 1)
+        self._until(lambda: int(self.data[key]) >= world_size, [key], seconds,
+                    _BarrierTimeout)
+
+    def _qpush(self, key, value):
+        self.queues.setdefault(key, collections.deque()).append(value)
+        self.cond.notify_all()
+
+    def _qpop(self, key, block, seconds):
+        if not block and not self.queues.get(key):
+            raise _QueueEmpty()
+        self._until(lambda: bool(self.queues.get(key)), [key], seconds)
+        return self.queues[key].popleft()
+
+    def _qlen(self, key):
+        return len(self.queues.get(key, ()))
+
+    def _mset(self, keys, values):
+        for k, v in zip(keys, values):
+            self.data[k] = v
+        self.cond.notify_all()
 
     def _delete(self, key):
         return self.data.pop(key, None) is not None
@@ -200,7 +358,7 @@ class _Table:
 
 # The table operations a client may request (the server calls `_Table._<name>`).
 _OPERATIONS = frozenset(["set", "get", "add", "cas", "append", "check", "wait", "delete",
-                         "num", "list"])
+                         "num", "list", "barrier", "qpush", "qpop", "qlen", "mset"])
 
 
 def _encode(obj, out: bytearray) -> None:
@@ -295,7 +453,7 @@ class _Server:
     """The master's key table, served to every client connection by a thread of its own."""
 
     def __init__(self, host: str, port: int) -> None:
-        self.table = _Table()
+        self.table = _Table(get_sees_queues=True)
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -332,6 +490,8 @@ class _Server:
                     reply = ("ok", self.table.apply(*request))
                 except _Timeout as exc:
                     reply = ("error", str(_tcp_timeout(exc)))
+                except _QueueEmpty:
+                    reply = ("empty", "queue is empty")
                 except (DistNetworkError, TypeError, KeyError, ValueError):
                     return  # (a request no store client sends)
                 try:
@@ -435,7 +595,41 @@ class TCPStore(Store):
                 raise DistNetworkError("Connection reset by peer") from None
         if status == "error":
             raise DistStoreError(value)
+        if status == "empty":
+            raise QueueEmptyError(value)
         return value
+
+    def has_extended_api(self) -> bool:
+        """True, as PyTorch's TCPStore."""
+        return True
+
+    def barrier(self, key: str, world_size: int,
+                timeout: datetime.timedelta | None = None) -> None:
+        """Block until `world_size` callers have reached the barrier `key` (one counter kept
+        by the server, as PyTorch's TCPStore does it)."""
+        limit = self._timeout if timeout is None else timeout
+        self._op("barrier", "/" + _key(key), int(world_size), _seconds(limit))
+
+    def multi_set(self, keys: list[str], values: list) -> None:
+        """Set every key of `keys` to the value at the same place in `values`, at once."""
+        if len(keys) != len(values):
+            raise DistStoreError("multiSet keys and values vectors must be of same size")
+        self._op("mset", ["/" + _key(k) for k in keys], [_value(v) for v in values])
+
+    def clone(self) -> TCPStore:
+        """Another client of the same server, with this store's timeout (its own connection,
+        so that each thread may block on a store of its own)."""
+        other = TCPStore.__new__(TCPStore)
+        Store.__init__(other)
+        other._timeout = self._timeout
+        other._host = self._host
+        other._port = self._port
+        other._server = None
+        other._lock = threading.Lock()
+        peer = self._sock.getpeername()
+        other._sock = _connect(peer[0], peer[1], _seconds(self._timeout))
+        other.libuvBackend = self.libuvBackend
+        return other
 
     def _local_address(self) -> str:
         """This process's address on the connection to the master (how peers reach it)."""
@@ -469,54 +663,80 @@ class HashStore(Store):
             return self._table.apply(name, *args)
         except _Timeout:
             raise DistStoreError("Wait timeout") from None
+        except _QueueEmpty:
+            raise QueueEmptyError("queue is empty") from None
+
+    def has_extended_api(self) -> bool:
+        """True, as PyTorch's HashStore."""
+        return True
+
+    def clone(self) -> HashStore:
+        """This store itself: its table is already safe to use from any thread (PyTorch's
+        HashStore gives itself too)."""
+        return self
 
 
 class FileStore(Store):
     """A store kept in the file `file_name`, shared by the processes that open it.
 
-    The file is removed once `world_size` store objects have been closed (as PyTorch does at
-    the end of a `file://` rendezvous)."""
+    As PyTorch's: every store object on the file counts itself in (the `refcount/` key) and
+    out again when it is closed or collected; the file is removed when the last one goes and
+    at least `world_size` have gone (never for `world_size` -1). So one path may serve
+    successive process groups: a group made on it before the previous one's last store has
+    gone keeps the file, and its keys with it."""
 
     _CLEANUP_KEY = "cleanup/"
+    _REFCOUNT_KEY = "refcount/"
 
     def __init__(self, file_name: str, world_size: int = -1) -> None:
         super().__init__()
         self.path = file_name
         self._world_size = int(world_size)
+        self._closed = True
+        self._op("add", self._REFCOUNT_KEY, 1)
         self._closed = False
-        fd = os.open(file_name, os.O_RDWR | os.O_CREAT, 0o644)
-        os.close(fd)
-        if self._world_size > 0:
-            self._op("add", _INIT_KEY, 1)
 
-    def _apply(self, fn):
-        import fcntl  # POSIX only: imported here so that the package imports everywhere
-
-        with open(self.path, "r+b") as f:
-            fcntl.flock(f, fcntl.LOCK_EX)
-            try:
-                raw = f.read()
-                table = _Table()
-                table.data = _table_of(raw)
-                before = dict(table.data)
-                with table.cond:
-                    result = fn(table)
-                if table.data != before:
-                    f.seek(0)
-                    f.truncate()
-                    f.write(_bytes_of(table.data))
-                    f.flush()
-                return result
-            finally:
-                fcntl.flock(f, fcntl.LOCK_UN)
+    def _apply(self, fn, remove_if=None):
+        """`fn(table)` on the file's keys under its lock, the file rewritten when they
+        changed; the file is then removed (still locked) when `remove_if(result)`."""
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            with os.fdopen(fd, "r+b") as f:
+                fcntl.flock(f, fcntl.LOCK_EX)
+                try:
+                    # The last store of another process may have removed the file between
+                    # the open and the lock: this one then works on a fresh file.
+                    try:
+                        same = os.stat(self.path).st_ino == os.fstat(f.fileno()).st_ino
+                    except FileNotFoundError:
+                        same = False
+                    if not same:
+                        continue
+                    table = _Table()
+                    table.data = _table_of(f.read())
+                    before = dict(table.data)
+                    with table.cond:
+                        result = fn(table)
+                    if remove_if is not None and remove_if(result):
+                        os.unlink(self.path)
+                    elif table.data != before:
+                        f.seek(0)
+                        f.truncate()
+                        f.write(_bytes_of(table.data))
+                        f.flush()
+                    return result
+                finally:
+                    fcntl.flock(f, fcntl.LOCK_UN)
 
     def _op(self, name: str, *args):
+        if name in ("qpush", "qpop", "qlen"):
+            raise NotImplementedError(_NO_QUEUES)
         if name in ("get", "wait"):
             keys = [args[0]] if name == "get" else args[0]
             seconds = args[1]
             deadline = time.monotonic() + seconds
             pause = 1e-3
-            while not self._apply(lambda t: t._check(keys)):
+            while not self._apply(lambda t: all(k in t.data for k in keys)):
                 if time.monotonic() > deadline:
                     if name == "wait":
                         raise RuntimeError("Wait timeout")
@@ -532,15 +752,39 @@ class FileStore(Store):
             return True
         return self._apply(lambda t: getattr(t, "_" + name)(*args))
 
+    def list_keys(self) -> list[str]:
+        """Every key of the file without its first character (PyTorch's FileStore lists its
+        own bookkeeping keys so too)."""
+        return [k[1:] for k in self._op("list")]
+
+    def clone(self) -> FileStore:
+        """A new store object on the same file (with the default timeout, as PyTorch's)."""
+        return FileStore(self.path, self._world_size)
+
     def _close(self) -> None:
-        """Count this store out; the last one of the world removes the file."""
-        if self._closed or self._world_size <= 0:
+        """Count this store out; the last one, once `world_size` have gone, removes the
+        file."""
+        if getattr(self, "_closed", True):
             return
         self._closed = True
+        if not os.path.exists(self.path):
+            return
+        world_size = self._world_size
+
+        def count_out(table):
+            finished = table._add(self._CLEANUP_KEY, 1)
+            return table._add(self._REFCOUNT_KEY, -1) == 0 and 0 <= world_size <= finished
+
         try:
-            if self._op("add", self._CLEANUP_KEY, 1) >= self._world_size:
-                os.unlink(self.path)
-        except OSError:
+            self._apply(count_out, remove_if=bool)
+        except (OSError, DistStoreError):
+            pass
+
+    def __del__(self) -> None:
+        # As PyTorch's: a store that goes away counts itself out of the file.
+        try:
+            self._close()
+        except Exception:  # noqa: BLE001 - (at interpreter exit anything may be gone)
             pass
 
 
@@ -579,6 +823,38 @@ class PrefixStore(Store):
         """Wait until every key of `keys` is set."""
         limit = self.timeout if timeout is None else timeout
         self._op("wait", ["/" + _key(k) for k in keys], _seconds(limit))
+
+    def list_keys(self) -> list[str]:
+        """The underlying store's keys that start with the prefix, without it (PyTorch
+        matches the prefix without its "/" but cuts it with it)."""
+        cut = len(self._prefix)
+        return [k[cut:] for k in self.underlying_store.list_keys()
+                if k.startswith(self._prefix[:-1])]
+
+    def multi_set(self, keys: list[str], values: list) -> None:
+        """The underlying store's `multi_set` on the prefixed keys."""
+        self.underlying_store.multi_set([self._prefix + _key(k) for k in keys], values)
+
+    def has_extended_api(self) -> bool:
+        """Whether the underlying store has the extended operations."""
+        return self.underlying_store.has_extended_api()
+
+    def clone(self) -> PrefixStore:
+        """The same prefix on a clone of the underlying store."""
+        return PrefixStore(self._prefix[:-1], self.underlying_store.clone())
+
+    def _barrier_timeout(self) -> datetime.timedelta:
+        # PyTorch's PrefixStore passes `set_timeout` on to the underlying store but waits in a
+        # barrier without a timeout for its own, which stays at the default.
+        return self._timeout
+
+    @property
+    def _underlying_non_prefix_store(self) -> Store:
+        """The first store below this one that is not a PrefixStore."""
+        store = self.underlying_store
+        while isinstance(store, PrefixStore):
+            store = store.underlying_store
+        return store
 
 
 # PyTorch defines the concrete stores in its C extension module; fusegrad gives them a module

@@ -82,7 +82,10 @@ class Work:
             finish()
 
     def is_completed(self) -> bool:
-        """True once the collective has finished (drives MPI's progress as a side effect)."""
+        """True once the collective has finished, or failed (drives MPI's progress as a side
+        effect)."""
+        if self._error is not None:
+            return True
         if not self._done and self._test():
             self._complete()
         return self._done
@@ -126,6 +129,19 @@ class Work:
             raise RuntimeError("Work needs to be completed before calling result(). Should "
                                "call wait() before result().")
         return list(self._outputs)
+
+    def get_future(self):
+        """A `fusegrad.futures.Future` of the collective's output tensors (as `result()`).
+
+        The collectives here move only while some rank's thread waits on them, so the future
+        is completed by waiting for the work first (bounded by the group's timeout); callbacks
+        chained with `then` then run at once."""
+        from ..futures import Future
+
+        self.wait()
+        future = Future()
+        future.set_result(list(self._outputs))
+        return future
 
     def source_rank(self) -> int:
         """The global rank a receive got its message from (waits for it first)."""
