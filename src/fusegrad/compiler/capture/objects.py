@@ -64,7 +64,8 @@ _OWN_BEHAVIOUR = ("__new__", "__getattribute__", "__del__", "__bool__", "__len__
 # a frozen dataclass's raise FrozenInstanceError).
 _PYTHON_HOOKS = ("__setattr__", "__delattr__")
 # Packages of fusegrad whose classes are user-level Python, followed like a user's.
-FOLLOWED_PACKAGES = ("fusegrad.distributions", "fusegrad.nn.utils.prune")
+FOLLOWED_PACKAGES = ("fusegrad.distributions", "fusegrad.nn.utils.prune",
+                     "fusegrad.nn.utils.clip_grad")
 _MISSING = object()
 
 
