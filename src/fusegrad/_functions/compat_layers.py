@@ -7,6 +7,7 @@ recurrent layers, samplers and losses are written in nn: `nn/_aten_compat.py`.)
 from __future__ import annotations
 
 import builtins
+import functools
 import warnings
 
 from .. import _creation, _device, _dtype
@@ -106,11 +107,39 @@ def range(start=0, end=None, step=1, *, out=None, dtype=None, layout=None,  # no
 
 
 def cond(pred, true_fn, false_fn, operands=()):
-    """`true_fn(*operands)` if `pred` else `false_fn(*operands)` (run eagerly)."""
+    """`true_fn(*operands)` if `pred` else `false_fn(*operands)` (run eagerly). Outputs that
+    carry history end in one `CondAutogradOpBackward` node, as PyTorch's cond operator's do;
+    the gradient passes through it unchanged into the branch that ran."""
     if isinstance(pred, Tensor) and pred.numel() != 1:
         raise RuntimeError(f"Expected pred to be bool or single-element tensor, but got "
                            f"{pred}.")
-    return true_fn(*operands) if bool(pred) else false_fn(*operands)
+    out = true_fn(*operands) if bool(pred) else false_fn(*operands)
+    flat = out if isinstance(out, (tuple, list)) else (out,)
+    if not any(isinstance(t, Tensor) and t.requires_grad for t in flat):
+        return out
+    marked = iter(_cond_autograd_op().apply(*flat))
+    result = tuple(next(marked) for _ in flat)
+    if isinstance(out, (tuple, list)):
+        return type(out)(result)
+    return result[0]
+
+
+@functools.cache
+def _cond_autograd_op():
+    """The autograd Function whose node names a cond's outputs (made on first use: the
+    autograd package imports this module's package)."""
+    from ..autograd.function import Function
+
+    class CondAutogradOp(Function):
+        @staticmethod
+        def forward(ctx, *outs):
+            return tuple(t.view_as(t) if isinstance(t, Tensor) else t for t in outs)
+
+        @staticmethod
+        def backward(ctx, *grads):
+            return grads
+
+    return CondAutogradOp
 
 
 def while_loop(cond_fn, body_fn, carried_inputs):

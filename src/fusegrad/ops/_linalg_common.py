@@ -11,6 +11,7 @@ import functools
 import numpy as np
 
 from .._shapes import contiguous_strides
+from .._thread_state import active as _active
 from ._util import F32, F64, HALF, dtype_of
 
 C64 = np.dtype(np.complex64)
@@ -149,6 +150,12 @@ def eye_like(a, n: int | None = None):
         from .. import _meta
 
         return _meta.make((n, n), a.dtype)
+    if _active.modes:
+        # Made by the factory, so that a tracer (AOT autograd tracing a derivative) records
+        # it as an op rather than meeting an unknown tensor.
+        from .._creation import eye
+
+        return eye(n, dtype=a.dtype)
     return Tensor._make(np.eye(n, dtype=a.dtype.np))
 
 

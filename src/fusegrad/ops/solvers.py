@@ -105,24 +105,33 @@ def _prod_others(s):
 
 
 def _det_derivative(g, a, det):
+    from .._thread_state import active as _active
     from ..autograd.grad_mode import is_grad_enabled
+    from .comparison import where
     from .factorizations import linalg_svd
 
+    def through_svd():
+        # The gradient of det(U) prod(S) det(Vh): the cofactors, also at singular matrices.
+        u, s, vh = call(linalg_svd, a, False, True, None)
+        alpha = (call(linalg_det, u) * call(linalg_det, vh)).conj()
+        d = _prod_others(s) * (alpha * g).unsqueeze(-1)
+        return (u * d.unsqueeze(-2)).matmul(vh)
+
     if not is_grad_enabled():
-        # First order, as PyTorch: (g conj(det)) A^{-H}, through a solve; exactly singular
-        # matrices (det == 0) get a zero gradient, as PyTorch's LU-based formula gives them.
+        # First order, as PyTorch: (g conj(det)) A^{-H}, through a solve, where det != 0;
+        # the cofactors through the SVD where det == 0 (the solve has no answer there).
         d = (g * det.conj()).unsqueeze(-1).unsqueeze(-1)
         sol = call(linalg_solve_ex, adj(a), d * eye_like(a), True, False)[0]
         zero = (det == 0).unsqueeze(-1).unsqueeze(-1)
-        return (sol.masked_fill(zero, 0.0),)
-    # Differentiable again (create_graph): through the SVD, which also holds at singular
-    # matrices: the gradient of det(U) prod(S) det(Vh). (PyTorch solves where no matrix is
-    # nearly singular; just off a singular matrix that loses the precision gradgradcheck
-    # needs, so the nodes of a double backward differ from PyTorch's, not the values.)
-    u, s, vh = call(linalg_svd, a, False, True, None)
-    alpha = (call(linalg_det, u) * call(linalg_det, vh)).conj()
-    d = _prod_others(s) * (alpha * g).unsqueeze(-1)
-    return ((u * d.unsqueeze(-2)).matmul(vh),)
+        sol = sol.masked_fill(zero, 0.0)
+        if not _active.modes and (a.is_meta or not bool(zero.any())):
+            return (sol,)  # (eager: the SVD only where a matrix needs it)
+        return (call(where, zero, through_svd(), sol),)
+    # Differentiable again (create_graph): through the SVD for every matrix. (PyTorch solves
+    # where no matrix is nearly singular; just off a singular matrix that loses the precision
+    # gradgradcheck needs, so the nodes of a double backward differ from PyTorch's, not the
+    # values.)
+    return (through_svd(),)
 
 
 def _det_check(a) -> None:
