@@ -275,7 +275,10 @@ def test_generated_methods_record_pytorchs_nodes(name):
 _OTHER_VOCABULARIES = {
     "compiler/codegen/c.py": 2, "compiler/codegen/ir.py": 1, "compiler/codegen/lower.py": 1,
     "ops/_mathlib.py": 2, "compiler/capture/builder.py": 1,
-    "compiler/capture/calls.py": 2, "compiler/capture/translator.py": 1, "fx/node.py": 1,
+    "compiler/capture/calls.py": 2, "fx/node.py": 1,
+    # Python's operator and conversion method names (`__add__`, `__index__`, `__round__`),
+    # whose Python definitions capture must not run while translating.
+    "compiler/capture/translator.py": 2,
     "fx/proxy.py": 2, "nn/_functional_layers.py": 1, "compiler/aot/functionalize.py": 1,
     # TorchScript's operators on Python numbers and `math` functions (`jit/_compiler.py`,
     # `_expressions.py`, `_interpreter.py`), and its schema return kinds (`_types.py`: which
