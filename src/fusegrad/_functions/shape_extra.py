@@ -127,7 +127,8 @@ def dsplit(input: Tensor, indices_or_sections):
     return _split_along("dsplit", input, indices_or_sections, 2, 3)
 
 
-def diff(input: Tensor, n: int = 1, dim: int = -1, prepend=None, append=None) -> Tensor:
+def diff(input: Tensor, n: int = 1, dim: int = -1, prepend=None, append=None, *,
+         out=None) -> Tensor:
     """The n-th forward difference along `dim` (after joining `prepend` and `append`)."""
     if input.ndim == 0:
         raise RuntimeError("diff expects input to be at least one-dimensional")
@@ -249,7 +250,7 @@ def split_with_sizes(input: Tensor, split_sizes, dim: int = 0, *, axis=None):
 
 
 def narrow_copy(input: Tensor, dim: int | None = None, start: int | None = None,
-                length: int | None = None, *, axis=None) -> Tensor:
+                length: int | None = None, *, axis=None, out=None) -> Tensor:
     """A copy of `narrow(input, dim, start, length)`."""
     if dim is None and axis is None or start is None or length is None:
         raise TypeError('narrow_copy() missing 3 required positional argument: "dim", '
@@ -314,7 +315,8 @@ def index_fill_(self: Tensor, dim: int, index: Tensor, value) -> Tensor:
     return call(SC.index_fill_, self, dim, index, value)
 
 
-def index_copy(input: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor:
+def index_copy(input: Tensor, dim: int, index: Tensor, source: Tensor, *,
+               out=None) -> Tensor:
     """A copy with the slices at `index` along `dim` replaced by `source`'s."""
     return call(SC.index_copy, input, dim, index, source)
 

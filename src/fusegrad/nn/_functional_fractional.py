@@ -19,14 +19,19 @@ from ..ops import pooling as PL
 from ..ops import pooling_picks as PP
 
 
-def _starts(sample: float, input_size: int, output_size: int, pool: int) -> np.ndarray:
-    """The window starts of one dimension for one plane."""
-    out = np.empty(output_size, dtype=np.int64)
+def _all_starts(samples: np.ndarray, input_size: int, output_size: int,
+                pool: int) -> np.ndarray:
+    """The window starts of one dimension, (planes, output_size), from each plane's sample
+    in [0, 1) (float64): PyTorch's interval formula, int((i + s) * alpha) - int(s * alpha)
+    with alpha = (input - pool) / (output - 1), the last window at the input's end."""
+    out = np.empty((samples.shape[0], output_size), dtype=np.int64)
     if output_size > 1:
         alpha = (input_size - pool) / (output_size - 1)
-        for i in range(output_size - 1):
-            out[i] = int((i + sample) * alpha) - int(sample * alpha)
-    out[output_size - 1] = input_size - pool
+        i = np.arange(output_size - 1, dtype=np.float64)
+        s = samples[:, None]
+        out[:, :-1] = np.trunc((i + s) * alpha).astype(np.int64) - \
+            np.trunc(s * alpha).astype(np.int64)
+    out[:, output_size - 1] = input_size - pool
     return out
 
 
@@ -88,28 +93,40 @@ def _fractional(input: Tensor, kernel_size, output_size, output_ratio, samples, 
     draws = samples.detach().numpy().astype(np.float64).reshape(planes, n)
     values = x.detach().numpy().reshape((planes,) + sizes)
     strides = [int(np.prod(sizes[i + 1:])) for i in range(n)]
-    index = np.empty((planes,) + out, dtype=np.int64)
-    for plane in range(planes):
-        # per dimension: window starts (out_i,) and the cells of each window (out_i, k_i)
-        cells = [_starts(draws[plane, order[i]], sizes[i], out[i], kernel[i])[:, None]
-                 + np.arange(kernel[i]) for i in range(n)]
-        grids = np.ix_(*[c.reshape(-1) for c in cells])
-        block = values[plane][grids]  # (out_0 * k_0, out_1 * k_1, ...)
-        block = block.reshape(sum(((o, k) for o, k in zip(out, kernel)), ()))
-        axes = list(range(0, 2 * n, 2)) + list(range(1, 2 * n, 2))
-        windows = block.transpose(axes).reshape(out + (-1,))
-        best = np.array(np.unravel_index(windows.argmax(-1), kernel))
-        flat = np.zeros(out, dtype=np.int64)
-        for i in range(n):
-            shape = [1] * n
-            shape[i] = out[i]
-            flat += (cells[i][:, 0].reshape(shape) + best[i]) * strides[i]
-        index[plane] = flat
+    index = _window_maxima(values, draws, order, sizes, out, kernel, strides)
     idx = Tensor._make(index.reshape((lead if batched else lead[1:]) + out), _dtype.int64)
     # The maxima picked from the input (PyTorch's node; the gradient flows back to the
     # chosen positions).
     op = PP.fractional_max_pool2d_values if n == 2 else PP.fractional_max_pool3d_values
     return call(op, input, idx), idx
+
+
+def _window_maxima(values: np.ndarray, draws: np.ndarray, order: tuple, sizes: tuple,
+                   out: tuple, kernel: tuple, strides: list) -> np.ndarray:
+    """The flat position of each window's maximum (the first; a NaN wins), all planes at
+    once: `values` (planes, *sizes), `draws` (planes, n) the planes' samples."""
+    n = len(sizes)
+    planes = values.shape[0]
+    # per dimension: window starts (planes, out_i) and each window's cells
+    # (planes, out_i, k_i), shaped to broadcast as (planes, out_0, k_0, out_1, k_1, ...)
+    starts, grids = [], [np.arange(planes).reshape((planes,) + (1,) * (2 * n))]
+    for i in range(n):
+        first = _all_starts(draws[:, order[i]], sizes[i], out[i], kernel[i])
+        starts.append(first)
+        cells = first[:, :, None] + np.arange(kernel[i])
+        shape = [planes] + [1] * (2 * n)
+        shape[1 + 2 * i], shape[2 + 2 * i] = out[i], kernel[i]
+        grids.append(cells.reshape(shape))
+    block = values[tuple(grids)]  # (planes, out_0, k_0, out_1, k_1, ...)
+    axes = [0] + list(range(1, 2 * n + 1, 2)) + list(range(2, 2 * n + 1, 2))
+    windows = block.transpose(axes).reshape((planes,) + out + (int(np.prod(kernel)),))
+    best = np.unravel_index(windows.argmax(-1), kernel)
+    flat = np.zeros((planes,) + out, dtype=np.int64)
+    for i in range(n):
+        shape = [planes] + [1] * n
+        shape[1 + i] = out[i]
+        flat += (starts[i].reshape(shape) + best[i]) * strides[i]
+    return flat
 
 
 def _picked(input: Tensor, shape: tuple, n: int, op=None) -> tuple:

@@ -143,35 +143,22 @@ def lp_pool2d(input: Tensor, norm_type, kernel_size, stride=None,
 
 def lp_pool3d(input: Tensor, norm_type, kernel_size, stride=None,
               ceil_mode: bool = False) -> Tensor:
-    """(sum over each window of x ** p) ** (1 / p), over the last three dimensions (windows
-    taken with `unfold`; with `ceil_mode`, PyTorch's pooling ops for the partial ones)."""
+    """(sum over each window of x ** p) ** (1 / p), over the last three dimensions, through
+    the pooling ops PyTorch composes (`AvgPool3DBackward0`; an integer input's average
+    truncated as PyTorch's; max pooling of |x| for an infinite norm)."""
     k = _tuple(kernel_size, 3)
     st = _tuple(stride, 3) if stride is not None else k
     inf = isinstance(norm_type, (int, float)) and abs(norm_type) == float("inf")
     # the checks of the pooling PyTorch calls (max for an infinite norm), before our own
     PL.pool_shape(tuple(input.shape), k, st, [0] * 3, [1] * 3, ceil_mode,
                   "max" if inf else "avg")
-    if ceil_mode:
-        # Partial windows: through the pooling ops PyTorch composes (an average of the
-        # window's part inside the input, scaled by the full window's size).
-        F = _F()
-        if inf:
-            sign = 1 if norm_type > 0 else -1
-            return F.max_pool3d(input.abs() * sign, k, st, 0, 1, True) * sign
-        out = F.avg_pool3d(input.pow(norm_type), k, st, 0, True)
-        return (out.sign() * F.relu(out.abs())).mul(k[0] * k[1] * k[2]).pow(1.0 / norm_type)
-    first = input.dim() - 3
-
-    def windows(x):
-        for i in range(3):
-            x = x.unfold(first + i, k[i], st[i])
-        return x
-
+    F = _F()
     if inf:
-        sign = 1 if norm_type > 0 else -1
-        return windows(input.abs() * sign).amax((-3, -2, -1)) * sign
-    out = windows(input.pow(norm_type)).mean((-3, -2, -1))
-    return (out.sign() * _F().relu(out.abs())).mul(k[0] * k[1] * k[2]).pow(1.0 / norm_type)
+        if norm_type > 0:
+            return F.max_pool3d(input.abs(), k, st, 0, 1, ceil_mode)
+        return -F.max_pool3d(-input.abs(), k, st, 0, 1, ceil_mode)
+    out = F.avg_pool3d(input.pow(norm_type), k, st, 0, ceil_mode)
+    return (out.sign() * F.relu(out.abs())).mul(k[0] * k[1] * k[2]).pow(1.0 / norm_type)
 
 
 def _tuple(x, n: int) -> list:

@@ -10,20 +10,26 @@ import numpy as np
 
 from .. import _dtype
 from . import _onnx as ox
-from ._util import Spec, c_contiguous, dtype_of, half_formula, rand_array, size_str
+from ._util import HALF, Spec, c_contiguous, dtype_of, half_formula, rand_array, size_str
+from .arithmetic import not_implemented_derivative
 from .nn import (
     _call,
     _const,
+    _loss_backward_samples,
     _loss_meta,
     _loss_samples,
     _reduce,
     _register_multi,
     _scale,
     _work,
+    first_order_kernel,
     float_loss_dtype,
     float_loss_meta,
+    loss_backward_meta,
     loss_difference,
+    recording,
     reduced,
+    sum_to_grad,
 )
 from .registry import Sample, register
 
@@ -46,17 +52,40 @@ def _smooth_l1_kernel(x, t, reduction=1, beta=1.0):
 
 
 def _smooth_l1_derivative(g, x, t, reduction, beta):
+    if recording():  # create_graph: PyTorch's op, the target's with its roles swapped
+        return (_call(smooth_l1_loss_backward, g, x, t, reduction, beta),
+                _call(smooth_l1_loss_backward, g, t, x, reduction, beta), None, None)
+    gx = _smooth_l1_first_order(g, x, t, reduction, beta)
+    return (gx, -gx, None, None)
+
+
+def _smooth_l1_first_order(g, x, t, reduction, beta):
     norm = 1.0 / max(x.numel(), t.numel(), 1) if reduction == 1 else 1.0
 
     def formula(g, x, t):  # PyTorch's kernel: norm * d * g / beta inside, ±norm * g outside
         d = loss_difference(x, t)
         outside = d.sign() * (g * norm)
-        return outside if beta == 0 else ((d * norm) * g / beta).where(d.abs() < beta,
+        # (a NaN difference is "inside", as PyTorch's kernel tests the two outsides)
+        return outside if beta == 0 else ((d * norm) * g / beta).where(~(d.abs() >= beta),
                                                                         outside)
 
     # (computed in float32 for a half type and rounded once, as PyTorch's kernel does)
-    gx = half_formula(formula, g, x, t)
-    return (gx, -gx, None, None)
+    return half_formula(formula, g, x, t)
+
+
+def _smooth_l1_backward_derivative(gg, g, x, t, reduction, beta):
+    n = max(x.numel(), t.numel(), 1)
+    d = loss_difference(x, t)
+    inside = ~(d.abs() >= beta)
+    # the first derivative's slope: d / beta inside the quadratic part, sign(d) outside;
+    # its own derivative in the input: 1 / beta inside, 0 outside
+    slope = d.sign() if beta == 0 else (d / beta).where(inside, d.sign())
+    gg_out = sum_to_grad(gg * slope, reduction)
+    if beta == 0:
+        gx = gg * 0
+    else:
+        gx = (gg * _scale(g, reduction, n) / beta).where(inside, gg.new_zeros(()))
+    return (gg_out / n if reduction == 1 else gg_out, gx, -gx, None, None)
 
 
 def _smooth_l1_decomposition(x, t, reduction=1, beta=1.0):
@@ -88,6 +117,14 @@ smooth_l1_loss = register(
     save=lambda out, x, t, reduction=1, beta=1.0: (x, t, reduction, beta),
     samples=_with_param(1.0), saved_names=("self", "target", "reduction", "beta"),
     decomposition=_smooth_l1_decomposition, result_order="operands")
+smooth_l1_loss_backward = register(
+    "smooth_l1_loss_backward", kernel=first_order_kernel(_smooth_l1_first_order),
+    meta=loss_backward_meta, node="SmoothL1LossBackwardBackward0",
+    derivative=_smooth_l1_backward_derivative,
+    save=lambda out, g, x, t, reduction, beta: (g, x, t, reduction, beta),
+    samples=lambda rng, dt: _loss_backward_samples(_with_param(1.0)(rng, dt), rng, dt, -2),
+    decomposition=_smooth_l1_first_order,
+    saved_names=("grad_output", "self", "target", "reduction", "beta"), result_order="operands")
 
 
 def _huber_kernel(x, t, reduction=1, delta=1.0):
@@ -117,9 +154,26 @@ def _huber_meta(x, t, *rest):
 
 
 def _huber_derivative(g, x, t, reduction, delta):
-    gx = _scale(g, reduction, max(x.numel(), t.numel(), 1)) * \
-        loss_difference(x, t).clamp(-delta, delta)
+    if recording():  # create_graph: PyTorch's op, the target's with its roles swapped
+        return (_call(huber_loss_backward, g, x, t, reduction, delta),
+                _call(huber_loss_backward, g, t, x, reduction, delta), None, None)
+    gx = _huber_first_order(g, x, t, reduction, delta)
     return (gx, -gx, None, None)
+
+
+def _huber_first_order(g, x, t, reduction, delta):
+    return _scale(g, reduction, max(x.numel(), t.numel(), 1)) * \
+        loss_difference(x, t).clamp(-delta, delta)
+
+
+def _huber_backward_derivative(gg, g, x, t, reduction, delta):
+    n = max(x.numel(), t.numel(), 1)
+    d = loss_difference(x, t)
+    gg_out = sum_to_grad(gg * d.clamp(-delta, delta), reduction)
+    # (the clamp's slope: 1 from -delta to delta, ends included)
+    inside = (d >= -delta) & (d <= delta)
+    gx = (gg * _scale(g, reduction, n)).where(inside, gg.new_zeros(()))
+    return (gg_out / n if reduction == 1 else gg_out, gx, -gx, None, None)
 
 
 huber_loss = register(
@@ -130,20 +184,56 @@ huber_loss = register(
     save=lambda out, x, t, reduction=1, delta=1.0: (x, t, reduction, delta),
     samples=_with_param(1.0), saved_names=("self", "target", "reduction", "delta"),
     decomposition=_huber_decomposition, result_order="operands", onnx=ox.huber_loss)
+huber_loss_backward = register(
+    "huber_loss_backward", kernel=first_order_kernel(_huber_first_order),
+    meta=loss_backward_meta, node="HuberLossBackwardBackward0",
+    derivative=_huber_backward_derivative,
+    save=lambda out, g, x, t, reduction, delta: (g, x, t, reduction, delta),
+    samples=lambda rng, dt: _loss_backward_samples(_with_param(1.0)(rng, dt), rng, dt, -2),
+    decomposition=_huber_first_order,
+    saved_names=("grad_output", "self", "target", "reduction", "delta"), result_order="operands")
 
 # ---------------------------------------------------------------- soft margin
 
 
 def _soft_margin_kernel(x, t, reduction=1):
     xw = _work(x)
-    loss = np.logaddexp(0, -_work(t).astype(xw.dtype) * xw)
+    z = -_work(t).astype(xw.dtype) * xw
+    # (PyTorch's kernel: log1p(exp(-t x)), each step in the input's type, so infinite where
+    # the exponential overflows it: a half type's from 11 on)
+    with np.errstate(over="ignore"):
+        if x.dtype in HALF:
+            def r(v):
+                return v.astype(x.dtype).astype(xw.dtype)
+
+            loss = r(np.log1p(r(np.exp(r(z)))))
+        else:
+            loss = np.log1p(np.exp(z))
     return _result(loss, reduction, x.dtype)
 
 
 def _soft_margin_derivative(g, x, t, reduction):
-    z = -t * x  # (a bool target: PyTorch's error for `-`, as its backward gives)
-    gx = _scale(g, reduction, max(x.numel(), 1)) * -t * z.sigmoid()
-    return (gx, None, None)
+    if recording():  # create_graph: PyTorch's op, SoftMarginLossBackwardBackward0
+        return (_call(soft_margin_loss_backward, g, x, t, reduction), None, None)
+    return (_soft_margin_first_order(g, x, t, reduction), None, None)
+
+
+def _soft_margin_first_order(g, x, t, reduction):
+    # PyTorch's kernel: -t z / (1 + z) with z = exp(-t x), so an overflowing z gives NaN
+    # (inf / inf) where a sigmoid would give 1 (a bool target: PyTorch's error for `-`)
+    z = (-t * x).exp()
+    norm = 1.0 / max(x.numel(), 1) if reduction == 1 else 1.0
+    if not t.is_floating_point():  # (an integer target times a number would be float32)
+        t = t.to(z.dtype)
+    return -t * norm * z / (z + 1) * g
+
+
+def _soft_margin_backward_derivative(gg, g, x, t, reduction):
+    n = max(x.numel(), 1)
+    s = (-t * x).sigmoid()
+    gg_out = sum_to_grad(gg * -t * s, reduction)
+    gx = gg * _scale(g, reduction, n) * t * t * s * (1 - s)
+    return (gg_out / n if reduction == 1 else gg_out, gx, None, None)
 
 
 def _soft_margin_decomposition(x, t, reduction=1):
@@ -167,6 +257,14 @@ soft_margin_loss = register(
     save=lambda out, x, t, reduction=1: (x, t, reduction), samples=_soft_margin_samples,
     nondiff_args=(1,), saved_names=("self", "target", "reduction"),
     decomposition=_soft_margin_decomposition, result_order="operands")
+soft_margin_loss_backward = register(
+    "soft_margin_loss_backward", kernel=first_order_kernel(_soft_margin_first_order),
+    meta=lambda g, x, t, reduction: Spec(tuple(x.shape), x.dtype),
+    node="SoftMarginLossBackwardBackward0", derivative=_soft_margin_backward_derivative,
+    save=lambda out, g, x, t, reduction: (g, x, t, reduction),
+    samples=lambda rng, dt: _loss_backward_samples(_soft_margin_samples(rng, dt), rng, dt),
+    nondiff_args=(2,), decomposition=_soft_margin_first_order,
+    saved_names=("grad_output", "self", "target", "reduction"), result_order="operands")
 
 # ---------------------------------------------------------------- multi margin
 
@@ -199,12 +297,25 @@ def _mm_parts(x, t):
     return x2, np.arange(c)[None, :] == t1[:, None]
 
 
+def _mm_dtype_check(dt) -> None:
+    """PyTorch's CPU kernel exists for float32 and float64 only."""
+    d = dt if isinstance(dt, _dtype.dtype) else _dtype.from_numpy_dtype(dt)
+    if d is not _dtype.float32 and d is not _dtype.float64:
+        raise NotImplementedError(
+            f'"multi_margin_loss_cpu_kernel" not implemented for \'{d.legacy}\'')
+
+
 def _mm_kernel(x, t, p=1, margin=1, weight=None, reduction=1):
     _mm_check(x, t, p, weight)
+    if x.size:  # (an empty batch runs no kernel)
+        _mm_dtype_check(x.dtype)
     x2, onehot = _mm_parts(_work(x), t)
     c = x2.shape[1]
-    picked = (x2 * onehot).sum(1, keepdims=True)
-    h = np.maximum(margin - picked + x2, 0) * ~onehot
+    # (the target's value picked, not summed with zeros: a NaN elsewhere stays there; and a
+    # NaN margin term counts as no margin at all, as PyTorch's `z > 0` test skips it)
+    picked = np.where(onehot, x2, 0).sum(1, keepdims=True)
+    z = margin - picked + x2
+    h = np.where((z > 0) & ~onehot, z, 0)
     if p == 2:
         h = h * h
     if weight is not None:
@@ -217,6 +328,8 @@ def _mm_kernel(x, t, p=1, margin=1, weight=None, reduction=1):
 
 def _mm_meta(x, t, p=1, margin=1, weight=None, reduction=1):
     n, _ = _mm_check(x, t, p, weight)
+    if x.numel():
+        _mm_dtype_check(x.dtype)
     shape = () if reduction or len(x.shape) < 2 else (n,)
     return Spec(shape, x.dtype)
 
@@ -229,20 +342,25 @@ def _no_meta_backward(name: str):
     raise no_meta_kernel(name)
 
 
-def _mm_derivative(g, x, onehot, weight_t, p, margin, reduction):
+def _mm_derivative(g, x, onehot, weight_t, p, margin, reduction, t=None, weight=None):
     if onehot is None:  # (a meta input)
         _no_meta_backward("multi_margin_loss_backward")
+    if t is not None and recording():
+        # create_graph: PyTorch's op, a NotImplemented node (no second derivative)
+        return (_call(multi_margin_loss_backward, g, x, t, p, margin, weight, reduction),
+                None, None, None, None, None)
     x2 = x.reshape(onehot.shape)
     c = onehot.shape[1]
-    picked = (x2 * onehot).sum(1, keepdim=True)
+    picked = x2.where(onehot > 0, x2.new_zeros(())).sum(1, keepdim=True)
     h = margin - picked + x2
     coef = (h > 0) * (1 - onehot)
-    if p == 2:
-        coef = coef * h * 2
+    if p == 2:  # (selected, not multiplied: a NaN term takes no part, as in the value)
+        coef = (h * 2).where(coef > 0, h.new_zeros(()))
     if weight_t is not None:
         coef = coef * weight_t
     coef = coef / c
-    gx = coef - onehot * coef.sum(1, keepdim=True)
+    # (the target's entry alone takes the sum: an infinite one stays off the others)
+    gx = coef - coef.sum(1, keepdim=True).where(onehot > 0, coef.new_zeros(()))
     if reduction == 0:
         g = g.reshape(-1, 1)
     elif reduction == 1:
@@ -253,11 +371,23 @@ def _mm_derivative(g, x, onehot, weight_t, p, margin, reduction):
 def _mm_save(out, x, t, p=1, margin=1, weight=None, reduction=1):
     if x._data is None or t._data is None:  # meta: no targets to read (see _mm_derivative)
         return (x, None, None, p, margin, reduction)
-    _, onehot = _mm_parts(x._data, t._data)
+    onehot, wt = _mm_saved_arrays(x._data, t._data, weight)
+    return (x, onehot, wt, p, margin, reduction, t, weight)
+
+
+def _mm_saved_arrays(x, t, weight):
+    """(one-hot of the targets, each sample's target weight) as constant tensors."""
+    _, onehot = _mm_parts(x, t)
     wt = None
     if weight is not None:
-        wt = _const(weight._data[t._data.reshape(-1)][:, None])
-    return (x, _const(onehot.astype(x._data.dtype)), wt, p, margin, reduction)
+        w = weight._data if hasattr(weight, "_data") else weight
+        wt = _const(w[t.reshape(-1)][:, None])
+    return _const(onehot.astype(x.dtype)), wt
+
+
+def _mm_first_order(g, x, t, p, margin, weight, reduction):
+    onehot, wt = _mm_saved_arrays(x._data, t._data, weight)
+    return _mm_derivative(g, x, onehot, wt, p, margin, reduction)[0]
 
 
 def _mm_samples(rng, dt):
@@ -276,7 +406,20 @@ multi_margin_loss = register(
     kernel=_mm_kernel, meta=_mm_meta, node="MultiMarginLossBackward0",
     derivative=_mm_derivative, save=_mm_save, samples=_mm_samples,
     nondiff_args=(1, 4),
-    saved_names=("self", "target", "", "p", "margin", "reduction"), onnx=ox.multi_margin_loss)
+    saved_names=("self", "", "", "p", "margin", "reduction", "target", "weight"),
+    onnx=ox.multi_margin_loss)
+# ATen's multi_margin_loss_backward has no derivative: a gradient taken with create_graph
+# records its NotImplemented node, whose backward raises, as PyTorch's.
+multi_margin_loss_backward = register(
+    "multi_margin_loss_backward", kernel=first_order_kernel(_mm_first_order),
+    meta=lambda g, x, *rest: Spec(tuple(x.shape), x.dtype), node="NotImplemented",
+    derivative=not_implemented_derivative("multi_margin_loss_backward"),
+    save=lambda out, *args: (), nondiff_args=(2, 5), optional_tensor_args=(5,),
+    gradcheck=False,
+    samples=lambda rng, dt: [
+        Sample((rand_array(rng, (np.shape(s.args[0])[0],) if s.args[5] == 0 and
+                           np.ndim(s.args[0]) == 2 else (), dt),) + tuple(s.args), name=s.name)
+        for s in _mm_samples(rng, dt)])
 
 # ---------------------------------------------------------------- multilabel margin
 
@@ -326,10 +469,14 @@ def _mlm_meta(x, t, reduction=1):
     return (Spec(shape, x.dtype), Spec(tuple(t.shape), x.dtype))
 
 
-def _mlm_derivative(grads, x, pairs, reduction):
+def _mlm_derivative(grads, x, pairs, reduction, t=None, is_target=None):
     if pairs is None:  # (a meta input)
         _no_meta_backward("multilabel_margin_loss_backward")
     g = grads[0] if isinstance(grads, (list, tuple)) else grads
+    if t is not None and recording():
+        # create_graph: PyTorch's op, a NotImplemented node (no second derivative)
+        return (_call(multilabel_margin_loss_backward, g, x, t, reduction, is_target), None,
+                None)
     x2 = x.reshape(pairs.shape[0], pairs.shape[1])
     active = ((1 - x2.unsqueeze(2) + x2.unsqueeze(1)) > 0) * pairs
     gx = (active.sum(1) - active.sum(2)) / pairs.shape[1]
@@ -343,9 +490,17 @@ def _mlm_derivative(grads, x, pairs, reduction):
 def _mlm_save(out, x, t, reduction=1):
     if x._data is None or t._data is None:  # meta: no targets to read (see _mlm_derivative)
         return (x, None, reduction)
-    counts, is_t = _mlm_masks(x._data, t._data)
+    return (x, _mlm_pairs(x._data, t._data), reduction, t, out[1])
+
+
+def _mlm_pairs(x, t):
+    counts, is_t = _mlm_masks(x, t)
     pairs = counts[:, :, None] * ~is_t[:, None, :]
-    return (x, _const(pairs.astype(x._data.dtype)), reduction)
+    return _const(pairs.astype(x.dtype))
+
+
+def _mlm_first_order(g, x, t, reduction, is_target):
+    return _mlm_derivative(g, x, _mlm_pairs(x._data, t._data), reduction)[0]
 
 
 def _mlm_samples(rng, dt):
@@ -359,7 +514,16 @@ multilabel_margin_loss = _register_multi(
     "multilabel_margin_loss_forward", autocast="fp32", kernel=_mlm_kernel, meta=_mlm_meta,
     node="MultilabelMarginLossBackward0", derivative=_mlm_derivative, save=_mlm_save,
     samples=_mlm_samples, nondiff_outputs=(1,), public="multilabel_margin_loss",
-    saved_names=("self", "is_target", "reduction"))
+    saved_names=("self", "", "reduction", "target", "is_target"))
+multilabel_margin_loss_backward = register(
+    "multilabel_margin_loss_backward", kernel=first_order_kernel(_mlm_first_order),
+    meta=lambda g, x, *rest: Spec(tuple(x.shape), x.dtype), node="NotImplemented",
+    derivative=not_implemented_derivative("multilabel_margin_loss_backward"),
+    save=lambda out, *args: (), nondiff_args=(2, 4), gradcheck=False,
+    samples=lambda rng, dt: [
+        Sample((rand_array(rng, (np.shape(s.args[0])[0],) if s.args[2] == 0 and
+                           np.ndim(s.args[0]) == 2 else (), dt),) + tuple(s.args) +
+               (_mlm_kernel(*s.args)[1],), name=s.name) for s in _mlm_samples(rng, dt)])
 
 # ---------------------------------------------------------------- CTC
 

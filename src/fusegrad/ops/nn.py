@@ -31,6 +31,9 @@ from ._util import (
     saved_array,
     wrap_grad,
 )
+
+# (grad mode as the activations read it: their module imports it from autograd's records)
+from .activation import is_grad_enabled, no_grad
 from .linalg import (
     _col_major,
     _mm_kernel,
@@ -42,6 +45,7 @@ from .linalg import (
 )
 from .rearrange import channels_last, channels_last_3d, contiguous_format
 from .registry import OpDef, Sample, inplace_variant, register
+from .scalar import div_scalar
 from .views import _expand_shape
 
 
@@ -56,6 +60,43 @@ def _call(op, *args):
     from .._dispatch import call
 
     return call(op, *args)
+
+
+def recording() -> bool:
+    """Whether a derivative runs with grad mode on (a gradient taken with create_graph, or a
+    trace of one): then a loss's derivative records PyTorch's backward op, whose own node
+    (`MseLossBackwardBackward0`, ...) double backward shows."""
+    return is_grad_enabled()
+
+
+def first_order_kernel(first):
+    """The kernel of a loss's backward op (`mse_loss_backward(grad, self, target, ...)`):
+    the loss's own derivative formula `first(grad, self, ...)` (returning the input's
+    gradient) run on the arrays with grad mode off, so a gradient taken with create_graph,
+    which records the op, has the bits of one taken without."""
+
+    def kernel(*args):
+        wrapped = [wrap_grad(a) if isinstance(a, np.ndarray) else a for a in args]
+        with no_grad():
+            return first(*wrapped)._data
+
+    kernel.__name__ = kernel.__qualname__ = getattr(first, "__name__", "first_order")
+    return kernel
+
+
+def loss_backward_meta(g, x, t, *rest):
+    """A loss backward op's result: the input and target broadcast (the gradient's shape),
+    in the promoted dtype of the gradient and the input."""
+    from ._util import broadcast_shapes
+
+    return Spec(broadcast_shapes(tuple(x.shape), tuple(t.shape)),
+                _dtype.result_type(g, x))
+
+
+def sum_to_grad(v, reduction: int):
+    """`v` (of the loss input's shape) as the gradient of a loss's `grad_output`: itself for
+    an unreduced loss, else its sum (a mean's division is the caller's)."""
+    return v if reduction == 0 else v.sum()
 
 
 def _const(a: np.ndarray, like=None):
@@ -506,7 +547,8 @@ def _nll_kernel(x, t, weight, reduction, ignore_index, two_d=False):
     else:
         picked, wt = _nll_pick(xw, tt, None if weight is None else _work(weight),
                                ignore_index)
-        losses = -picked * wt
+        # (an ignored target's loss is 0 whatever its input, a NaN too, as PyTorch skips it)
+        losses = np.where(tt != ignore_index, -picked * wt, xw.dtype.type(0))
         total = wt.sum()
     if reduction == 0:
         if one:  # a single sample reports its weight; a batch reports 0
@@ -537,17 +579,30 @@ def _nll_meta(x, t, weight, reduction, ignore_index, two_d=False):
 
 
 def _nll_save(out, x, t, weight, reduction, ignore_index):
-    return (x.shape, t, weight, reduction, ignore_index, out[1])
+    # (the input itself only for a gradient taken with create_graph: its backward op's edge)
+    return (x.shape, t, weight, reduction, ignore_index, out[1], x)
 
 
-def _nll_derivative(grads, shape, t, weight, reduction, ignore_index, total):
-    # -w[t] * grad at each target position (scatter), zero for ignored targets.
+def _nll_derivative(grads, shape, t, weight, reduction, ignore_index, total, x=None):
     g = grads[0] if isinstance(grads, list) else grads
+    if x is not None and is_grad_enabled():
+        # create_graph: PyTorch's `nll_loss_backward` (`nll_loss2d_backward`) op, whose node
+        # connects the gradient to the input (its second derivative there is zero)
+        op = nll_loss2d_backward if len(shape) == 4 and t.dim() == 3 else nll_loss_backward
+        return (_call(op, g, x, t, weight, reduction, ignore_index, total), None, None, None,
+                None)
+    return (_nll_first_order(g, shape, t, weight, reduction, ignore_index, total), None, None,
+            None, None)
+
+
+def _nll_first_order(g, shape, t, weight, reduction, ignore_index, total):
+    """nll_loss's input gradient: -w[t] * grad at each target position (scatter), zero for
+    ignored targets."""
     if numpy_backward(g, weight, total) and t._plain and t._data is not None:
         # The same steps on the arrays: a dozen dispatched ops cost ~130 us a call.
         gi = _nll_grad_array(g._data, shape, t._data, None if weight is None else
                              weight._data, reduction, ignore_index, total._data)
-        return (wrap_grad(gi), None, None, None, None)
+        return wrap_grad(gi)
     one = len(shape) == 1
     if one:
         t, g = t.unsqueeze(0), g.unsqueeze(0) if reduction == 0 else g
@@ -564,10 +619,10 @@ def _nll_derivative(grads, shape, t, weight, reduction, ignore_index, total):
     vals = -(g * w) if reduction == 0 else -(w * g)
     full = (shape[0] if not one else 1,) + tuple(shape[1:] if not one else shape)
     gi = g.new_zeros(full).scatter(1, safe.unsqueeze(1), vals.unsqueeze(1))
-    return (gi.squeeze(0) if one else gi, None, None, None, None)
+    return gi.squeeze(0) if one else gi
 
 
-def _nll_on_arrays(grads, shape, t, weight, reduction, ignore_index, total):
+def _nll_on_arrays(grads, shape, t, weight, reduction, ignore_index, total, x=None):
     """`_nll_derivative` on arrays (`OpDef.on_arrays`; `grads`: the outputs' gradient
     arrays), or None where a saved value is not a plain tensor's array."""
     g = grads[0]
@@ -656,7 +711,60 @@ nll_loss = _register_multi(
     derivative=_nll_derivative, save=_nll_save, samples=_nll_samples, public="nll_loss",
     decomposition=_nll_decomposition, onnx=_ox.nll_loss,
     nondiff_args=(1, 2), gradcheck=False,
-    saved_names=("", "target", "weight", "reduction", "ignore_index", "total_weight"))
+    saved_names=("", "target", "weight", "reduction", "ignore_index", "total_weight", "self"))
+
+
+def _nll_backward_kernel(g, x, t, weight, reduction, ignore_index, total):
+    # (grad mode off: the first derivative's own path, so the bits are the same)
+    with no_grad():
+        return _nll_first_order(wrap_grad(g), tuple(x.shape), wrap_grad(t),
+                                wrap_grad(weight), reduction, ignore_index,
+                                wrap_grad(np.asarray(total)))._data
+
+
+def _nll_backward_meta(g, x, t, weight, reduction, ignore_index, total):
+    return Spec(tuple(x.shape), g.dtype)
+
+
+def _nll_backward_derivative(forward):
+    """The derivative of `nll_loss_backward` (`forward`: the loss op it differentiates):
+    the loss of the incoming gradient for `grad_output`, zeros for `self` (the loss is
+    linear in its input), as PyTorch's."""
+
+    def derivative(gg, g, x, t, weight, reduction, ignore_index):
+        gg_out = _call(forward, gg, t, weight, reduction, ignore_index)[0]
+        return (gg_out, gg.new_zeros(tuple(gg.shape)), None, None, None, None, None)
+
+    return derivative
+
+
+def _nll_backward_samples(forward_samples):
+    def samples(rng, dt):
+        out = []
+        for s in forward_samples(rng, dt):
+            x, t, w, red, ig = s.args
+            loss, total = _nll_kernel(x, t, w, red, ig, x.ndim == 4)
+            out.append(Sample((rand_array(rng, np.shape(loss), dt), x, t, w, red, ig, total),
+                              name=s.name))
+        return out
+
+    return samples
+
+
+def _register_nll_backward(name: str, node: str, forward, forward_samples) -> OpDef:
+    return register(
+        name, kernel=_nll_backward_kernel, meta=_nll_backward_meta, node=node,
+        derivative=_nll_backward_derivative(forward),
+        save=lambda out, g, x, t, weight, reduction, ignore_index, total: (
+            g, x, t, weight, reduction, ignore_index),
+        nondiff_args=(2, 3, 6), optional_tensor_args=(3,), gradcheck=False,
+        # (a core op: its input gradient, zeros, has no decomposition that would give it)
+        samples=_nll_backward_samples(forward_samples),
+        saved_names=("", "self", "target", "weight", "reduction", "ignore_index"))
+
+
+nll_loss_backward = _register_nll_backward("nll_loss_backward", "NllLossBackwardBackward0",
+                                           nll_loss, _nll_samples)
 
 
 def _nll2d_kernel(x, t, weight, reduction, ignore_index):
@@ -669,9 +777,17 @@ nll_loss2d = _register_multi(
     derivative=_nll_derivative, save=_nll_save, public="nll_loss2d", nondiff_args=(1, 2),
     decomposition=_nll_decomposition, onnx=_ox.nll_loss,
     gradcheck=False,
-    samples=lambda rng, dt: [
-        Sample((rand_array(rng, (2, 3, 4, 5), dt), rng.integers(0, 3, (2, 4, 5)), None, r, -100),
-               name=f"red={r}") for r in (0, 1, 2)])
+    samples=lambda rng, dt: _nll2d_samples(rng, dt),
+    saved_names=("", "target", "weight", "reduction", "ignore_index", "total_weight", "self"))
+
+
+def _nll2d_samples(rng, dt):
+    return [Sample((rand_array(rng, (2, 3, 4, 5), dt), rng.integers(0, 3, (2, 4, 5)), None, r,
+                    -100), name=f"red={r}") for r in (0, 1, 2)]
+
+
+nll_loss2d_backward = _register_nll_backward(
+    "nll_loss2d_backward", "NllLoss2DBackwardBackward0", nll_loss2d, _nll2d_samples)
 
 
 def _mse_kernel(x, t, reduction=1):
@@ -725,9 +841,35 @@ def loss_difference(x, t):
 
 
 def _mse_derivative(g, x, t, reduction):
-    d = loss_difference(x, t) * 2
-    gx = _scale(g, reduction, max(x.numel(), t.numel(), 1)) * d
+    if is_grad_enabled():  # create_graph: PyTorch's op, the target's with its roles swapped
+        return (_call(mse_loss_backward, g, x, t, reduction),
+                _call(mse_loss_backward, g, t, x, reduction), None)
+    gx = _mse_first_order(g, x, t, reduction)
     return (gx, -gx, None)
+
+
+def _mse_first_order(g, x, t, reduction):
+    d = loss_difference(x, t) * 2
+    return _scale(g, reduction, max(x.numel(), t.numel(), 1)) * d
+
+
+def _mse_backward_derivative(gg, g, x, t, reduction):
+    n = max(x.numel(), t.numel(), 1)
+    gg_out = sum_to_grad(gg * loss_difference(x, t) * 2, reduction)
+    gx = gg * (_scale(g, reduction, n) * 2)
+    return (gg_out / n if reduction == 1 else gg_out, gx, -gx, None)
+
+
+def _loss_backward_samples(samples, rng, dt, reduction_at: int = -1):
+    """Samples of a loss's backward op from the loss's: a gradient of the loss's shape
+    (the reduction at `reduction_at` of the loss's arguments) first."""
+    out = []
+    for s in samples:
+        x, t = s.args[0], s.args[1]
+        red = s.args[reduction_at]
+        shape = np.broadcast_shapes(np.shape(x), np.shape(t)) if red == 0 else ()
+        out.append(Sample((rand_array(rng, shape, dt),) + tuple(s.args), name=s.name))
+    return out
 
 
 def _loss_samples(rng, dt, domain=None, extra=()):
@@ -748,6 +890,13 @@ mse_loss = register(
     decomposition=lambda x, t, reduction=1: reduced((x - t) * (x - t), reduction),
     saved_names=("self", "target", "reduction"), result_order="operands",
     onnx=_ox.mse_loss)
+mse_loss_backward = register(
+    "mse_loss_backward", kernel=first_order_kernel(_mse_first_order), meta=loss_backward_meta,
+    node="MseLossBackwardBackward0", derivative=_mse_backward_derivative,
+    save=lambda out, g, x, t, reduction: (g, x, t, reduction),
+    samples=lambda rng, dt: _loss_backward_samples(_loss_samples(rng, dt), rng, dt),
+    decomposition=_mse_first_order, saved_names=("grad_output", "self", "target", "reduction"),
+    result_order="operands")
 
 
 def _check_bce_target(x, t) -> None:
@@ -781,15 +930,23 @@ def _torch_size(shape) -> str:
     return f"torch.Size({list(shape)})"
 
 
-def _bce_derivative(g, x, t, weight, reduction):
-    n = max(x.numel(), 1)
+def _bce_first_order(g, x, t, weight, reduction):
     # The input's gradient in PyTorch's order (each step rounds in a half type): the
     # gradient times (x - t) over x (1 - x), then the weight, then the mean's 1 / n.
     gx = g * (x - t) / ((1 - x) * x).clamp(min=1e-12)
     if weight is not None:
         gx = gx * weight
     if reduction == 1:
-        gx = gx / n
+        gx = gx / max(x.numel(), 1)
+    return gx
+
+
+def _bce_derivative(g, x, t, weight, reduction):
+    n = max(x.numel(), 1)
+    if is_grad_enabled():  # create_graph: PyTorch's op, BinaryCrossEntropyBackwardBackward0
+        gx = _call(binary_cross_entropy_backward, g, x, t, weight, reduction)
+    else:
+        gx = _bce_first_order(g, x, t, weight, reduction)
     g = _scale(g, reduction, n)
     if weight is not None:
         g = g * weight
@@ -813,6 +970,42 @@ binary_cross_entropy = register(
         for s in _loss_samples(rng, dt, (0.05, 0.95))],
     public="binary_cross_entropy", result_order="operands",
     saved_names=("self", "target", "weight", "reduction"))
+
+
+def _bce_backward_derivative(gg, g, x, t, weight, reduction):
+    n = max(x.numel(), 1)
+    eps = 1e-12
+    # d/dx of (x - t) / (x (1 - x)) is (x^2 - 2 x t + t) / (x (1 - x))^2, its denominator
+    # kept off zero as PyTorch's formula does; d/dt is -1 / (x (1 - x))
+    gx = gg * g * ((x * x - x * t * 2 + t) / ((x + eps) ** 2 * ((1 - x) + eps) ** 2))
+    gt = -(gg * g) / ((1 - x) * x).clamp(min=eps)
+    gg_out = gg * (x - t) / ((1 - x) * x).clamp(min=eps)
+    if weight is not None:
+        gx, gt, gg_out = gx * weight, gt * weight, gg_out * weight
+    if reduction == 1:
+        gx, gt = gx / n, gt / n
+    gg_out = sum_to_grad(gg_out, reduction)
+    return (gg_out / n if reduction == 1 else gg_out, gx, gt, None, None)
+
+
+def _bce_backward_samples(rng, dt):
+    out = []
+    for s in _loss_samples(rng, dt, (0.05, 0.95)):
+        x, t, red = s.args
+        shape = np.shape(x) if red == 0 else ()
+        out.append(Sample((rand_array(rng, shape, dt), x, t, None, red), name=s.name))
+    return out
+
+
+binary_cross_entropy_backward = register(
+    "binary_cross_entropy_backward", kernel=first_order_kernel(_bce_first_order),
+    meta=loss_backward_meta, node="BinaryCrossEntropyBackwardBackward0",
+    derivative=_bce_backward_derivative,
+    save=lambda out, g, x, t, weight=None, reduction=1: (g, x, t, weight, reduction),
+    nondiff_args=(3,), optional_tensor_args=(3,), samples=_bce_backward_samples,
+    decomposition=_bce_first_order,
+    saved_names=("grad_output", "self", "target", "weight", "reduction"),
+    result_order="operands")
 
 
 def _softplus_neg(x):
@@ -878,7 +1071,8 @@ def _bcel_derivative(g, x, t, weight, pos_weight, reduction):
     if weight is not None:
         gx = gx * weight
     if reduction == 1:
-        gx = gx / n
+        # (a number: PyTorch's `div.Scalar`, DivBackward1 under create_graph)
+        gx = _call(div_scalar, gx, n)
     g = _scale(g, reduction, n)
     if weight is not None:
         g = g * weight

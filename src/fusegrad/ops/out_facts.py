@@ -43,7 +43,8 @@ _NANSUM = ("floating", "NotImplementedError:\"nansum_cpu\" not implemented for '
 _RULE_GROUPS: list[tuple[object, str]] = [
     (("exact", EXACT), """
         sum prod cumsum cumprod mm bmm matmul addmm addmv baddbmm cross inverse qr svd
-        triangular_solve tril triu gather index_add index_reduce take_along_dim norm aminmax
+        triangular_solve tril triu gather index_add index_copy index_reduce take_along_dim norm
+        aminmax
         msort max min sort topk argmax argmin lu_solve lu_unpack linalg.matmul linalg.inv
         linalg.inv_ex
         linalg.det linalg.slogdet linalg.eigh linalg.eigvalsh linalg.qr linalg.svd
@@ -51,6 +52,9 @@ _RULE_GROUPS: list[tuple[object, str]] = [
         linalg.solve_ex linalg.lu linalg.lu_factor linalg.lu_factor_ex linalg.cross
         linalg.lu_solve linalg.ldl_factor linalg.ldl_factor_ex
         linalg.ldl_solve"""),
+    (("exact", "Expected self.dtype() == output.dtype() to be true, but got false.  (Could "
+               "this error message be improved?  If so, please report an enhancement request "
+               "to PyTorch.)"), "narrow_copy"),
     (("exact", FOUND), """
         abs ceil floor frac neg round sgn sign trunc conj_physical clamp clamp_min clamp_max
         bitwise_not special.round"""),
@@ -145,7 +149,7 @@ DTYPE_FROM_OUT = FACTORIES | {"sum", "prod", "nansum", "cumsum", "cumprod"}
 
 # Functions PyTorch resizes `out` for without the deprecation warning, and those that warn
 # in their own words.
-SILENT_RESIZE = FACTORIES - {"arange"} | {"addbmm", "lu"}
+SILENT_RESIZE = FACTORIES - {"arange"} | {"addbmm", "lu", "narrow_copy"}
 RESIZE_WARNINGS = {
     "arange": "The number of elements in the out tensor of shape {old} is {old_numel} which "
               "does not match the computed number of elements {numel}. Note that this may "
@@ -175,6 +179,8 @@ GRAD_NAMES: dict[str, str] = {
     "linalg.solve": "_linalg_solve_ex", "linalg.solve_ex": "_linalg_solve_ex",
     "linalg.lu_factor": "linalg_lu_factor_ex", "linalg.matrix_power": "matmul",
     "linalg.multi_dot": "mm", "linalg.vecdot": "sum",
+    # `diff` writes its last difference with `sub`'s out= kernel
+    "diff": "sub",
     # PyTorch has no derivative for these: its error comes from the op's own fallback.
     "heaviside": "aten::heaviside", "floor_divide": "aten::floor_divide",
     "conj_physical": "aten::conj_physical", "diag": "aten::diag_embed",
@@ -226,7 +232,7 @@ _OVERLAP_GROUPS: list[tuple[object, str]] = [
                               min aminmax outer kron addr frexp"""),
     # out starts as a copy of `self`; the matrix operands are read from a packed copy
     ((_PARTIAL, None), "addmm addmv baddbmm addbmm"),
-    ((_PARTIAL, _ANY), "index_add index_reduce"),
+    ((_PARTIAL, _ANY), "index_add index_reduce index_copy"),
     # values are `self` copied then sorted in place; indices are written apart
     ([(_PARTIAL, _PARTIAL), (None, None)], "sort"),
     ([(_ANY, _ANY), (None, None)], "kthvalue"),

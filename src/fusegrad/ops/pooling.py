@@ -15,6 +15,8 @@ from .. import _dtype
 from . import _native, _parallel, _workspace
 from ._onnx import batched
 from ._util import (
+    F32,
+    HALF,
     Spec,
     array_format,
     c_contiguous,
@@ -172,10 +174,14 @@ def check_pool_dtype(kernel: str, dt, allowed: str) -> None:
     """PyTorch's NotImplementedError of pooling kernel `kernel` (its name in the message)
     for a dtype (fusegrad's or an array's) it has no form for. `allowed`: "float" (the
     adaptive poolings), "float+long" (the other averages: an int64 mean divides as integers
-    do) or "real" (max pooling: every integer type, not bool). Raised after the argument
-    checks, as PyTorch checks before it picks a kernel for the dtype."""
+    do), "wide+long" (3-D average pooling: no half type either) or "real" (max pooling:
+    every integer type, not bool). Raised after the argument checks, as PyTorch checks
+    before it picks a kernel for the dtype."""
     d = dt if isinstance(dt, _dtype.dtype) else _dtype.from_numpy_dtype(dt)
-    if d.is_floating_point or (allowed == "float+long" and d is _dtype.int64) or (
+    if allowed == "wide+long":
+        if d is _dtype.float32 or d is _dtype.float64 or d is _dtype.int64:
+            return
+    elif d.is_floating_point or (allowed == "float+long" and d is _dtype.int64) or (
             allowed == "real" and not d.is_complex and d is not _dtype.bool_):
         return
     raise NotImplementedError(f'"{kernel}" not implemented for \'{d.legacy}\'')
@@ -566,7 +572,7 @@ def _avgpool_kernel(a, kernel_size, stride=(), padding=(0,), ceil_mode=False,
     k, s, p, _ = _pool_args(kernel_size, stride, padding, nd=nd)
     _avgpool_check(a.shape, k, s, p, ceil_mode, divisor_override)
     check_pool_dtype("avg_pool2d" if nd == 2 else "avg_pool3d_out_frame", a.dtype,
-                     "float+long")
+                     "float+long" if nd == 2 else "wide+long")
     x, unbatched = _as_batched(_work(a), nd)
     total = _windows(x, k, s, p, [1] * nd, 0.0, ceil_mode).sum(tuple(range(2, 2 + nd)))
     div = _avg_divisor(x.shape, k, s, p, ceil_mode, count_include_pad, divisor_override,
@@ -610,17 +616,17 @@ def _half_window_sums(cols, n, c, out_size, size, k, s, p):
     backward sums them: in the half type, window after window in row-major order, so each
     pixel adds its windows' shares from the last kernel offset to the first. Flipping the
     columns (kernel and window order) and the image makes col2im's offset-by-offset sums
-    run in that order; its canvas is the one the windows tile exactly, padded after."""
+    run in that order. Its canvas is the padded one the windows tile exactly, then cut to
+    the input (the padding dropped, a last window short of the input's end zero-extended,
+    one reaching past it cropped)."""
     kh, kw = k
     oh, ow = out_size
-    tile = [(o - 1) * st + kk - 2 * q for o, st, kk, q in zip(out_size, s, k, p)]
+    extent = [(o - 1) * st + kk for o, st, kk in zip(out_size, s, k)]
     flipped = _call(flip, cols.reshape(n, c, kh, kw, oh, ow), [2, 3, 4, 5]).reshape(
         n, c * kh * kw, oh * ow)
-    gi = _call(flip, _call(col2im, flipped, tile, k, [1, 1], p, s), [2, 3])
-    extra = [max(size[i] - tile[i], 0) for i in range(2)]
-    if extra[0] or extra[1]:
-        gi = _call(constant_pad_nd, gi, [0, extra[1], 0, extra[0]], 0.0)
-    return gi
+    gi = _call(flip, _call(col2im, flipped, extent, k, [1, 1], [0, 0], s), [2, 3])
+    pads = [v for i in (1, 0) for v in (-p[i], size[i] + p[i] - extent[i])]
+    return _call(constant_pad_nd, gi, pads, 0.0)
 
 
 def _avgpool_derivative(g, shape, k, s, p, div, fmt=None):
@@ -706,6 +712,62 @@ avg_pool3d = register(
     autocast="fp32")
 
 
+def _adaptive_mean_along(x: np.ndarray, out: int, axis: int) -> np.ndarray:
+    """The adaptive average of `x` along `axis` to `out` positions: position i averages
+    input positions floor(i*size/out) .. ceil((i+1)*size/out), each window summed on its
+    own (a NaN or infinity reaches only the windows holding it, as in PyTorch, where a
+    product with an averaging matrix would give 0 * NaN elsewhere)."""
+    size = x.shape[axis]
+    lo, count = _adaptive_windows(size, out)
+    hi = lo + count
+    width = int(count.max()) if out else 0
+    index = lo[:, None] + np.arange(width)
+    inside = index < hi[:, None]
+    picked = np.take(x, np.minimum(index, max(size - 1, 0)), axis=axis)
+    tail = (1,) * (x.ndim - axis % x.ndim - 1)
+    picked = np.where(inside.reshape(inside.shape + tail), picked, x.dtype.type(0))
+    sums = picked.sum(axis % x.ndim + 1)
+    return sums / count.astype(x.dtype).reshape((out,) + tail)
+
+
+def _adaptive_windows(size: int, out: int) -> tuple:
+    """(first cell, cell count) of each of `out` adaptive windows over `size` positions."""
+    i = np.arange(out)
+    lo, hi = (i * size) // out, -(-((i + 1) * size) // out)
+    return lo, hi - lo
+
+
+def _half_adaptive3d(a: np.ndarray, output_size) -> np.ndarray:
+    """adaptive_avg_pool3d of a half type as PyTorch's CPU kernel computes it: each window's
+    cells summed in row-major order in the half type (rounded at every step), then divided
+    by its three extents in float32 and rounded once."""
+    lead = a.shape[:-3]
+    picks, counts, masks = [], [], []
+    for i in range(3):
+        size, out = a.shape[i - 3], output_size[i]
+        lo, count = _adaptive_windows(size, out)
+        width = int(count.max()) if out else 0
+        index = lo[:, None] + np.arange(width)
+        picks.append(np.minimum(index, max(size - 1, 0)))
+        masks.append(index < (lo + count)[:, None])
+        counts.append(count.astype(F32))
+    # the windows' cells as (..., ot, oh, ow, kt, kh, kw), each window padded to the longest
+    t, h, w = picks
+    cells = a[..., t[:, None, None, :, None, None], h[None, :, None, None, :, None],
+              w[None, None, :, None, None, :]]
+    inside = masks[0][:, None, None, :, None, None] & masks[1][None, :, None, None, :, None] \
+        & masks[2][None, None, :, None, None, :]
+    cells = np.where(inside, cells, a.dtype.type(0))  # (a zero added changes no sum)
+    flat = cells.reshape(cells.shape[:-3] + (math.prod(cells.shape[-3:]),))
+    total = np.zeros(flat.shape[:-1], a.dtype)
+    for k in range(flat.shape[-1]):
+        total = total + flat[..., k]
+    shape = (1,) * len(lead)
+    out = total.astype(F32) / counts[0].reshape(shape + (-1, 1, 1))
+    out = out / counts[1].reshape(shape + (1, -1, 1))
+    return (out / counts[2].reshape(shape + (1, 1, -1))).astype(a.dtype)
+
+
 def _adaptive_matrix(size: int, out: int) -> np.ndarray:
     """(out, size): row i averages input positions floor(i*size/out) .. ceil((i+1)*size/out)."""
     m = np.zeros((out, size))
@@ -733,9 +795,8 @@ def _adaptive_kernel(a, output_size):
     if math.prod(a.shape[:-2]) and min(output_size):  # (an empty result skips the kernel)
         check_pool_dtype("adaptive_avg_pool2d", a.dtype, "float")
     x = _work(a)
-    mh = _adaptive_matrix(x.shape[-2], output_size[0]).astype(x.dtype)
-    mw = _adaptive_matrix(x.shape[-1], output_size[1]).astype(x.dtype)
-    return (mh @ x @ mw.T).astype(a.dtype, copy=False)
+    x = _adaptive_mean_along(_adaptive_mean_along(x, output_size[0], -2), output_size[1], -1)
+    return x.astype(a.dtype, copy=False)
 
 
 def _adaptive_meta(a, output_size):
@@ -801,9 +862,11 @@ def _along(x, m, axis: int):
 def _adaptive3d_kernel(a, output_size):
     check_adaptive3d(a.shape, output_size)
     check_pool_dtype("adaptive_avg_pool3d_cpu", a.dtype, "float")
+    if a.dtype in HALF:
+        return _half_adaptive3d(a, output_size)
     x = _work(a)
-    for i, m in enumerate(_adaptive3d_matrices(x.shape, output_size, x.dtype)):
-        x = _along(x, m.T, i - 3)
+    for i in range(3):
+        x = _adaptive_mean_along(x, output_size[i], i - 3)
     return x.astype(a.dtype, copy=False)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._util import Spec, rand_array
+from ._util import Spec, numpy_backward, rand_array, wrap_grad
 from .registry import Sample, register
 
 
@@ -36,12 +36,28 @@ def _pick_derivative(n: int, no_meta: str | None):
 
             raise no_meta_kernel(no_meta)
         # (The input's gradient: each output's gradient added at its position.)
+        if idx._plain and idx._data is not None and numpy_backward(g):
+            return (wrap_grad(_added_at(g._data, tuple(shape), idx._data, n)), None)
         lead = tuple(shape[:-n])
         zeros = g.new_zeros(lead + (int(np.prod(shape[-n:], dtype=np.int64)),))
         cells = int(np.prod(tuple(idx.shape[-n:]), dtype=np.int64))
         added = zeros.scatter_add(-1, idx.reshape(lead + (cells,)), g.reshape(lead + (cells,)))
         return (added.view(tuple(shape)), None)
     return derivative
+
+
+def _added_at(g: np.ndarray, shape: tuple, idx: np.ndarray, n: int) -> np.ndarray:
+    """The pick's input gradient on arrays: `g`'s values added at their planes' positions
+    `idx`, in `g`'s C order (as the derivative's scatter_add adds them: the same bits), by
+    one add.at over flat positions."""
+    plane = int(np.prod(shape[-n:], dtype=np.int64))
+    planes = int(np.prod(shape[:-n], dtype=np.int64))
+    cells = int(np.prod(idx.shape[-n:], dtype=np.int64))
+    flat = idx.reshape(planes, cells).astype(np.intp, copy=False) + \
+        (np.arange(planes, dtype=np.intp) * plane)[:, None]
+    out = np.zeros(planes * plane, g.dtype)
+    np.add.at(out, flat.reshape(-1), g.reshape(-1))
+    return out.reshape(shape)
 
 
 def _pick_samples(n: int):
