@@ -1622,7 +1622,7 @@ def occupancy_grid(torch, compiled=False):
         loss.backward()
         opt.step()
         rec.append(loss.item())
-    return rec, keep, centres[:3], logits, model.point[0].weight.grad, \
+    return rec, keep, centres[:3], logits.detach(), model.point[0].weight.grad, \
         model.conv[0].weight.grad[0, 0]
 
 
@@ -1993,14 +1993,7 @@ def _compiler_fallbacks():
 # Programs one of whose graphs AOT autograd cannot trace yet, so that it runs as FX code
 # instead (the values are still compared); each gap's minimal repro. When a gap closes its
 # test fails here, to be taken off the list.
-_AOT_GAPS = {
-    "occupancy_grid":
-        "masked_scatter's derivative (the source's gradient is masked_select of the output's "
-        "gradient, whose size depends on the mask's values) is not traced: compiling "
-        "lambda x, src: x.masked_scatter(m, src).sum() with backend='aot_eager' and "
-        "x, src requiring grad logs 'AOT autograd cannot trace forward; it runs eagerly: "
-        "DataDependentOutputError: masked_select: the output shape depends on the input "
-        "values'; torch traces it with an unbacked size",
+_AOT_GAPS: dict = {
 }
 
 

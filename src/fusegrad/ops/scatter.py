@@ -380,17 +380,27 @@ def _masked_scatter_meta(a, mask, source, inplace=False):
 
 
 def _masked_scatter_derivative(g, mask, src_shape):
-    from .._creation import zeros
-
-    if g.is_meta:  # (how many the mask picks is not known: the source's shape is)
-        return (g.masked_fill(mask, 0.0), None, g.new_empty(tuple(src_shape)))
-    n = int(np.prod(src_shape, dtype=np.int64))
-    picked = g.masked_select(mask)
-    pad = zeros(n - picked.shape[0], dtype=g.dtype)
     from .._dispatch import call
-    from .joins import cat
 
-    return (g.masked_fill(mask, 0.0), None, call(cat, [picked, pad], 0).reshape(src_shape))
+    return (g.masked_fill(mask, 0.0), None, call(masked_scatter_backward, g, mask, src_shape))
+
+
+def _masked_scatter_backward_kernel(g, mask, sizes):
+    """The source's gradient: the gradient at the mask's true positions, in order, then
+    zeros for the source items the mask did not take (its shape is the source's, whatever
+    the mask holds: a graph can be traced through it)."""
+    n = int(np.prod(tuple(sizes), dtype=np.int64))
+    picked = g[np.broadcast_to(np.asarray(mask, bool), g.shape)]
+    out = np.zeros(n, g.dtype)
+    out[:min(picked.size, n)] = picked[:n]
+    return out.reshape(tuple(sizes))
+
+
+def _masked_scatter_backward_derivative(gg, mask, shape):
+    from .._dispatch import call
+
+    # (its adjoint: gg's first items laid into the mask's positions of a zero gradient)
+    return (call(masked_scatter, gg.new_zeros(shape), mask, gg), None, None)
 
 
 masked_scatter = register(
@@ -404,6 +414,15 @@ masked_scatter = register(
                 rand_array(rng, (3, 5), dt)), name="same"),
         Sample((rand_array(rng, (3, 4), dt), rng.random((4,)) > 0.5,
                 rand_array(rng, (12,), dt)), name="broadcast mask")], onnx=ox.masked_scatter)
+masked_scatter_backward = register(
+    "masked_scatter_backward", kernel=_masked_scatter_backward_kernel,
+    meta=lambda g, mask, sizes: Spec(tuple(sizes), g.dtype), nondiff_args=(1, 2),
+    node="MaskedScatterBackwardBackward0", derivative=_masked_scatter_backward_derivative,
+    save=lambda out, g, mask, sizes: (mask, tuple(g.shape)), saved_names=("mask",),
+    samples=lambda rng, dt: [
+        Sample((rand_array(rng, (3, 4), dt), rng.random((3, 4)) > 0.5, (3, 5)), name="same"),
+        Sample((rand_array(rng, (3, 4), dt), rng.random((4,)) > 0.5, (12,)),
+               name="broadcast mask")])
 masked_scatter_ = inplace_variant(
     masked_scatter, "masked_scatter_",
     kernel=lambda a, mask, source: _masked_scatter_kernel(a, mask, source, True),
