@@ -89,3 +89,23 @@ def maybe_compile(torch, compiled):
     if not compiled:
         return lambda m: m
     return functools.partial(torch.compile, backend=compiled)
+
+
+@contextlib.contextmanager
+def compiler_fallbacks():
+    """The messages of the graphs AOT autograd or the code generator gave up on (run as FX
+    code or eagerly instead), logged while the block runs."""
+    from fusegrad.compiler import logs
+
+    found, emit = [], logs.emit
+
+    def record(artifact, message):
+        if artifact == "graph_breaks" and message.startswith(("AOT autograd", "inductor:")):
+            found.append(message)
+        emit(artifact, message)
+
+    logs.emit = record
+    try:
+        yield found
+    finally:
+        logs.emit = emit

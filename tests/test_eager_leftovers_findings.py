@@ -5,13 +5,13 @@ runs under torch and fusegrad in the test (or compares a compiled run with torch
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import warnings
 
 import numpy as np
 import pytest
 import torch
+from program_support import compiler_fallbacks
 
 import fusegrad as fg
 
@@ -101,23 +101,6 @@ def test_flatten_module(shape):
 # ------------------------------------------------------------ embedding_bag under AOT
 
 
-@contextlib.contextmanager
-def _aot_fallbacks():
-    """The messages of graphs AOT autograd gave up on (run eagerly instead)."""
-    from fusegrad.compiler import logs
-
-    found, emit = [], logs.emit
-
-    def record(artifact, message):
-        if artifact == "graph_breaks" and message.startswith(("AOT autograd", "inductor:")):
-            found.append(message)
-        emit(artifact, message)
-
-    logs.emit = record
-    try:
-        yield found
-    finally:
-        logs.emit = emit
 
 
 _BAG_CASES = [dict(mode="sum"), dict(mode="mean"), dict(mode="max"),
@@ -150,7 +133,7 @@ def test_embedding_bag_backward_compiles_under_aot(case):
 
     w_fg = fg.tensor(table, requires_grad=True)
     compiled = fg.compile(program(fg, w_fg), backend="aot_eager")
-    with _aot_fallbacks() as fallbacks:
+    with compiler_fallbacks() as fallbacks:
         for idx, off in runs:
             w_t = torch.tensor(table, requires_grad=True)
             want = program(torch, w_t)(torch.tensor(idx), torch.tensor(off),

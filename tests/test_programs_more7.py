@@ -33,7 +33,6 @@ import os
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import contextlib  # noqa: E402
 import copy  # noqa: E402
 import inspect  # noqa: E402
 import math  # noqa: E402
@@ -41,7 +40,12 @@ import math  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
-from program_support import check_program, compare, run_program  # noqa: E402
+from program_support import (  # noqa: E402
+    check_program,
+    compare,
+    compiler_fallbacks,
+    run_program,
+)
 from program_support import error_of as _error  # noqa: E402
 from program_support import maybe_compile as _maybe_compile  # noqa: E402
 
@@ -1905,30 +1909,12 @@ _AOT_FALLBACKS = {
 }
 
 
-@contextlib.contextmanager
-def _compiler_fallbacks():
-    """The messages of the graphs AOT autograd or the code generator gave up on (run as FX
-    code or eagerly instead), logged while the block runs."""
-    from fusegrad.compiler import logs
-
-    found, emit = [], logs.emit
-
-    def record(artifact, message):
-        if artifact == "graph_breaks" and message.startswith(("AOT autograd", "inductor:")):
-            found.append(message)
-        emit(artifact, message)
-
-    logs.emit = record
-    try:
-        yield found
-    finally:
-        logs.emit = emit
 
 
 @pytest.mark.parametrize("prog,backend", _RUNS, ids=[f"{p.__name__}-{b}" for p, b in _RUNS])
 def test_compiled_matches_eager(prog, backend):
     want, want_error, want_text = run_program(prog, fg)
-    with _compiler_fallbacks() as fallbacks:
+    with compiler_fallbacks() as fallbacks:
         got, got_error, got_text = run_program(functools.partial(prog, compiled=backend), fg)
     assert got_error == want_error is None
     assert got_text == want_text
@@ -1973,7 +1959,7 @@ def test_inductor_keeps_3d_matmul_outputs_compiled():
     want = head(x)
     want_grads = fg.autograd.grad(want.pow(2).sum(), [x, head.weight])
     fg._dynamo.reset()
-    with _compiler_fallbacks() as messages:
+    with compiler_fallbacks() as messages:
         got = fg.compile(head, backend="inductor")(x)
     assert not messages, messages
     assert type(got.grad_fn).__name__ == "CompiledFunctionBackward"

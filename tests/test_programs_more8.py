@@ -24,7 +24,6 @@ import os
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import contextlib  # noqa: E402
 import copy  # noqa: E402
 import importlib  # noqa: E402
 import inspect  # noqa: E402
@@ -33,7 +32,12 @@ import math  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
-from program_support import check_program, compare, run_program  # noqa: E402
+from program_support import (  # noqa: E402
+    check_program,
+    compare,
+    compiler_fallbacks,
+    run_program,
+)
 from program_support import maybe_compile as _maybe_compile  # noqa: E402
 
 import fusegrad as fg  # noqa: E402
@@ -1380,30 +1384,12 @@ _RUNS = [(p, b) for p in COMPILED for b in ("eager", "aot_eager", "inductor")
          if not (b == "inductor" and p.__name__ in _SLOW_INDUCTOR)]
 
 
-@contextlib.contextmanager
-def _compiler_fallbacks():
-    """The messages of the graphs AOT autograd or the code generator gave up on (run as FX
-    code or eagerly instead), logged while the block runs."""
-    from fusegrad.compiler import logs
-
-    found, emit = [], logs.emit
-
-    def record(artifact, message):
-        if artifact == "graph_breaks" and message.startswith(("AOT autograd", "inductor:")):
-            found.append(message)
-        emit(artifact, message)
-
-    logs.emit = record
-    try:
-        yield found
-    finally:
-        logs.emit = emit
 
 
 @pytest.mark.parametrize("prog,backend", _RUNS, ids=[f"{p.__name__}-{b}" for p, b in _RUNS])
 def test_compiled_matches_eager(prog, backend):
     want, want_error, want_text = run_program(prog, fg)
-    with _compiler_fallbacks() as fallbacks:
+    with compiler_fallbacks() as fallbacks:
         got, got_error, got_text = run_program(functools.partial(prog, compiled=backend), fg)
     assert got_error == want_error is None
     assert got_text == want_text
@@ -1501,7 +1487,7 @@ def test_inductor_compiles_as_strided_of_contiguous_values(fn, shape, compiles):
             fg._dynamo.reset()
             run = fg.compile(fn, backend="inductor")
         x = lib.tensor(data, requires_grad=fn is not _frames_then_write)
-        with _compiler_fallbacks() as fallbacks:
+        with compiler_fallbacks() as fallbacks:
             out = run(x.clone() if fn is _frames_then_write else x)
         grad = lib.autograd.grad(out.sum(), x)[0].numpy() if x.requires_grad else None
         results.append((out.detach().numpy(), grad, fallbacks))
