@@ -33,15 +33,17 @@ def backward_meta(g, x, *params):
 
 
 def first_order_kernel(first):
-    """The kernel of a smooth activation's backward op (`gelu_backward(grad, self)` ...): the
-    forward op's derivative `first(g, saved, *params)` run on the arrays with grad mode off,
-    its C kernel or NumPy path, so that a gradient taken with create_graph, which records the
+    """The kernel of a backward op (`gelu_backward(grad, self)`, `mse_loss_backward(grad,
+    self, target, ...)`): the forward op's derivative `first(g, saved, ...)` (its input's
+    gradient, or a tuple whose first item is) run on the arrays with grad mode off, its C
+    kernel or NumPy path, so that a gradient taken with create_graph, which records the
     backward op, has the bits of one taken without."""
 
-    def kernel(g, x, *params):
+    def kernel(*args):
+        wrapped = [wrap_grad(a) if isinstance(a, np.ndarray) else a for a in args]
         with no_grad():
-            out = first(wrap_grad(g), wrap_grad(x), *params)[0]
-        return out._data
+            out = first(*wrapped)
+        return (out[0] if isinstance(out, tuple) else out)._data
 
     kernel.__name__ = kernel.__qualname__ = getattr(first, "__name__", "first_order")
     return kernel

@@ -34,6 +34,7 @@ from ._util import (
 
 # (grad mode as the activations read it: their module imports it from autograd's records)
 from .activation import is_grad_enabled, no_grad
+from .activation_backward import first_order_kernel
 from .linalg import (
     _col_major,
     _mm_kernel,
@@ -67,21 +68,6 @@ def recording() -> bool:
     trace of one): then a loss's derivative records PyTorch's backward op, whose own node
     (`MseLossBackwardBackward0`, ...) double backward shows."""
     return is_grad_enabled()
-
-
-def first_order_kernel(first):
-    """The kernel of a loss's backward op (`mse_loss_backward(grad, self, target, ...)`):
-    the loss's own derivative formula `first(grad, self, ...)` (returning the input's
-    gradient) run on the arrays with grad mode off, so a gradient taken with create_graph,
-    which records the op, has the bits of one taken without."""
-
-    def kernel(*args):
-        wrapped = [wrap_grad(a) if isinstance(a, np.ndarray) else a for a in args]
-        with no_grad():
-            return first(*wrapped)._data
-
-    kernel.__name__ = kernel.__qualname__ = getattr(first, "__name__", "first_order")
-    return kernel
 
 
 def loss_backward_meta(g, x, t, *rest):
