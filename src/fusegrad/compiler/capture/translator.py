@@ -701,7 +701,14 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
             grad = self._input_grad(t)
             if grad is not None:
                 return grad
-        if name in ("grad", "grad_fn", "data", "_version", "is_leaf", "_base"):
+        if name == "data":
+            # `p.data.mul_(...)` of an optimizer: the tensor's values without its history, a
+            # detached alias in the graph (writes through it reach `p`, as eager's do; only
+            # `p._version` counts them, which `.data`'s writes leave alone in eager).
+            from .calls import call_variable
+
+            return call_variable(self, MethodVariable(t, "detach"), [], {})
+        if name in ("grad", "grad_fn", "_version", "is_leaf", "_base"):
             raise Unsupported(f"tensor attribute {name!r}")
         # A method that needs the values (`loss.backward`, `y.item`) breaks where it is
         # called, not where it is read: the break then comes once, at the call, as Dynamo's
