@@ -512,7 +512,7 @@ def scatter_with_reduce(input, dim, index, src, reduce: str, inplace: bool):
     return call(op, input, dim, index, src, reduce)
 
 
-def scatter(input, dim, index, src=None, *, value=None, reduce=None):
+def scatter(input, dim, index, src=None, *, value=None, reduce=None, out=None):
     """A copy of `input` with `src` (or `value`) written at `index` along `dim` (combined
     with what is there by `reduce`, "add" or "multiply", where given)."""
     if src is None:

@@ -372,7 +372,8 @@ def _renorm_args(name: str, dim, maxnorm, axis):
     return dim, maxnorm
 
 
-def renorm(input: Tensor, p, dim: int | None = None, maxnorm=None, *, axis=None) -> Tensor:
+def renorm(input: Tensor, p, dim: int | None = None, maxnorm=None, *, axis=None,
+           out=None) -> Tensor:
     """Each slice along `dim` rescaled to p-norm at most `maxnorm`."""
     dim, maxnorm = _renorm_args("renorm", dim, maxnorm, axis)
     return call(ST.renorm, input, p, dim, maxnorm)

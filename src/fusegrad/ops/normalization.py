@@ -35,7 +35,7 @@ from ._util import (
     size_str,
     wrap_grad,
 )
-from .nn import _legacy, _register_multi, _work, tensor_in_format
+from .nn import _call, _legacy, _register_multi, _work, recording, tensor_in_format
 from .reductions import sum_dim
 from .registry import REGISTRY, Sample, register
 
@@ -635,8 +635,13 @@ def _ln_meta(x, normalized_shape, w, b, eps):
     return [Spec(shape, x.dtype), Spec(stat, sdt), Spec(stat, sdt)]
 
 
-def _ln_derivative(grads, x, nshape, w, b, eps):
+def _ln_derivative(grads, x, nshape, w, b, eps, stats=None):
     g = grads[0] if isinstance(grads, list) else grads
+    if g is not None and stats is not None and recording():
+        # create_graph: PyTorch's backward op, whose node double backward shows
+        gi, gw, gb = _call(native_layer_norm_backward, g, x, list(nshape), *stats, w, b,
+                           [True, w is not None, b is not None])
+        return (gi, None, gw if w is not None else None, gb if b is not None else None, None)
     has_bias = b is not None  # (saved as PyTorch saves it; only its presence is read)
     n = int(np.prod(nshape, dtype=np.int64))
     if g is not None and numpy_backward(g, x, w) and tuple(g.shape) == tuple(x.shape) and \
@@ -711,7 +716,8 @@ native_layer_norm = _register_multi(
     derivative=_ln_derivative,
     # The bias too, as PyTorch's node saves it (so changing it in place before backward is
     # the same error); the derivative reads only whether there is one.
-    save=lambda out, x, ns, w, b, eps: (x, list(ns), w, b, eps),
+    # (the mean and rstd: for a gradient taken with create_graph, PyTorch's backward op)
+    save=lambda out, x, ns, w, b, eps: (x, list(ns), w, b, eps, (out[1], out[2])),
     samples=lambda rng, dt: [
         Sample((rand_array(rng, s, dt), ns, rand_array(rng, tuple(ns), dt),
                 rand_array(rng, tuple(ns), dt), 1e-5), name=f"{s} {ns}")
@@ -719,7 +725,104 @@ native_layer_norm = _register_multi(
     onnx=_ln_onnx, public="native_layer_norm", tolerance={"float32": 1e-4},
     decomposition=_ln_decomposition,
     gradcheck=False,
-    saved_names=("input", "normalized_shape", "weight", "bias", ""))
+    saved_names=("input", "normalized_shape", "weight", "bias", "", "result1"))
+
+
+def _ln_backward_kernel(g, x, nshape, mean, rstd, w, b, output_mask):
+    # (PyTorch's formula from the forward's statistics, in double precision and rounded
+    # once: within float32's rounding of the first-order kernel's result)
+    k = len(nshape)
+    axes = tuple(range(x.ndim - k, x.ndim))
+    lead = tuple(range(x.ndim - k))
+
+    def work(a):
+        return np.asarray(a, np.float64)
+
+    xhat = (work(x) - work(mean)) * work(rstd)
+    gw_ = work(g)
+    a = gw_ * work(w) if w is not None else gw_
+    gi = work(rstd) * (a - a.mean(axes, keepdims=True) -
+                       xhat * (a * xhat).mean(axes, keepdims=True))
+    pdt = (w if w is not None else b if b is not None else x).dtype
+    gw = (gw_ * xhat).sum(lead) if lead else gw_ * xhat
+    gb = gw_.sum(lead) if lead else gw_
+    return (gi.astype(x.dtype), gw.astype(pdt).reshape(tuple(nshape)),
+            gb.astype(pdt).reshape(tuple(nshape)))
+
+
+def _ln_backward_meta(g, x, nshape, mean, rstd, w, b, output_mask):
+    ns = tuple(nshape)
+    pdt = (w if w is not None else b if b is not None else x).dtype
+    return [Spec(tuple(x.shape), x.dtype), Spec(ns, pdt), Spec(ns, pdt)]
+
+
+def _ln_backward_derivative(grads, g, x, nshape, mean, rstd, w, b, output_mask):
+    """The derivative of the layer norm's gradients: `grads` are those of the input's
+    (u), weight's (q) and bias's (c) gradients. With a = g * w, xhat the normalised input,
+    r the reciprocal deviation (the forward's statistics, held fixed as PyTorch's formula
+    holds them) and P(v) = v - mean(v) - xhat * mean(v * xhat) over each row's normalised
+    dims (self-adjoint), the input's gradient is r * P(a): a's gradient is r * P(u); x's
+    gathers the change of r, of xhat in P and in the weight's gradient sum(g * xhat)."""
+    u, q, c = (list(grads) + [None] * 3)[:3]
+    k = len(nshape)
+    axes = tuple(range(x.dim() - k, x.dim()))
+    lead = tuple(range(x.dim() - k))
+    r = rstd
+    xhat = (x - mean) * r
+
+    def project(v):
+        return v - v.mean(axes, keepdim=True) - xhat * (v * xhat).mean(axes, keepdim=True)
+
+    def over_rows(v):
+        return v.sum(lead) if lead else v
+
+    a = g * w if w is not None else g
+    g_bar = x_bar = w_bar = None
+    inner = None  # what x's gradient gets through xhat, before r * P(.)
+    if u is not None:
+        gi = r * project(a)
+        a_bar = r * project(u)
+        g_bar = a_bar * w if w is not None else a_bar
+        if w is not None:
+            w_bar = over_rows(a_bar * g)
+        x_bar = -(r * (u * gi).mean(axes, keepdim=True)) * xhat
+        inner = -(r * (a * xhat).mean(axes, keepdim=True)) * u - \
+            (r * (u * xhat).mean(axes, keepdim=True)) * a
+    if q is not None:
+        g_bar = q * xhat if g_bar is None else g_bar + q * xhat
+        inner = q * g if inner is None else inner + q * g
+    if c is not None:
+        spread = c.expand(tuple(g.shape))
+        g_bar = spread if g_bar is None else g_bar + spread
+    if inner is not None:
+        through = r * project(inner)
+        x_bar = through if x_bar is None else x_bar + through
+    return (g_bar, x_bar, None, None, None, w_bar, None, None)
+
+
+def _ln_backward_samples(rng, dt):
+    out = []
+    for s, ns in (((3, 4), [4]), ((2, 3, 4), [3, 4]), ((2, 5), [5])):
+        x = rand_array(rng, s, dt)
+        w, b = rand_array(rng, tuple(ns), dt) + 1, rand_array(rng, tuple(ns), dt)
+        _, mean, rstd = _ln_kernel(x, ns, w, b, 1e-5)
+        out.append(Sample((rand_array(rng, s, dt), x, ns, mean, rstd, w, b,
+                           [True, True, True]), name=f"{s} {ns}"))
+    return out
+
+
+native_layer_norm_backward = _register_multi(
+    "native_layer_norm_backward", (), (5, 6), kernel=_ln_backward_kernel,
+    meta=_ln_backward_meta, node="NativeLayerNormBackwardBackward0",
+    derivative=_ln_backward_derivative, nondiff_args=(3, 4),
+    # (its derivative, as PyTorch's, differentiates the layer norm through the input's
+    # statistics, which the op takes as arguments: finite differences of the op hold them)
+    gradcheck=False,
+    save=lambda out, g, x, ns, mean, rstd, w, b, mask: (g, x, list(ns), mean, rstd, w, b,
+                                                         list(mask)),
+    samples=_ln_backward_samples, tolerance={"float32": 1e-4},
+    saved_names=("grad_out", "input", "normalized_shape", "mean", "rstd", "weight", "bias",
+                 ""))
 
 # ---------------------------------------------------------------- group norm
 

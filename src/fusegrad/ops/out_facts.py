@@ -51,7 +51,7 @@ _RULE_GROUPS: list[tuple[object, str]] = [
         linalg.svdvals linalg.cholesky linalg.cholesky_ex linalg.vector_norm linalg.solve
         linalg.solve_ex linalg.lu linalg.lu_factor linalg.lu_factor_ex linalg.cross
         linalg.lu_solve linalg.ldl_factor linalg.ldl_factor_ex
-        linalg.ldl_solve"""),
+        linalg.ldl_solve renorm scatter"""),
     (("exact", "Expected self.dtype() == output.dtype() to be true, but got false.  (Could "
                "this error message be improved?  If so, please report an enhancement request "
                "to PyTorch.)"), "narrow_copy"),
@@ -232,7 +232,9 @@ _OVERLAP_GROUPS: list[tuple[object, str]] = [
                               min aminmax outer kron addr frexp"""),
     # out starts as a copy of `self`; the matrix operands are read from a packed copy
     ((_PARTIAL, None), "addmm addmv baddbmm addbmm"),
-    ((_PARTIAL, _ANY), "index_add index_reduce index_copy"),
+    ((_PARTIAL, _ANY), "index_add index_reduce index_copy scatter"),
+    # the norms of `self` are taken first, then `self` is scaled into out
+    ((_PARTIAL, None), "renorm"),
     # values are `self` copied then sorted in place; indices are written apart
     ([(_PARTIAL, _PARTIAL), (None, None)], "sort"),
     ([(_ANY, _ANY), (None, None)], "kthvalue"),

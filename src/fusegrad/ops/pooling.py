@@ -29,7 +29,7 @@ from ._util import (
     wrap_grad,
 )
 from .conv import _out_size, _windows, col2im, convolution
-from .nn import _call, _const, _work, tensor_in_format
+from .nn import _call, _const, _work, first_order_kernel, recording, tensor_in_format
 from .padding import constant_pad_nd
 from .rearrange import clone, contiguous_format, flip
 from .registry import Sample, register
@@ -436,8 +436,10 @@ def _maxpool_save(out, a, kernel_size, stride=(), padding=(0,), dilation=(1,),
     k, s, _, d = _pool_args(kernel_size, stride, padding, dilation, nd)
     # Windows that cannot overlap send each input position at most one gradient.
     disjoint = all(si >= (ki - 1) * di + 1 for ki, si, di in zip(k, s, d))
-    # The input's gradient takes the input's format, as the outputs do.
-    return (out[1], tuple(a.shape), disjoint, nd, format_of(a))
+    # The input's gradient takes the input's format, as the outputs do. The input and the
+    # call's arguments serve a gradient taken with create_graph (PyTorch's backward op).
+    call = (a, kernel_size, stride, padding, dilation, ceil_mode) if nd == 2 else None
+    return (out[1], tuple(a.shape), disjoint, nd, format_of(a), call)
 
 
 @functools.lru_cache(maxsize=64)
@@ -475,9 +477,13 @@ def _maxpool_backward_np(g, idx, shape, disjoint, nd=2):
     return out.reshape(shape)
 
 
-def _maxpool_derivative(grads, idx, shape, disjoint=False, nd=2, fmt=None):
+def _maxpool_derivative(grads, idx, shape, disjoint=False, nd=2, fmt=None, call=None):
     # Each output's gradient goes to the input position its index names (scatter_add).
     g = grads[0] if isinstance(grads, list) else grads
+    if call is not None and recording():
+        # create_graph: PyTorch's backward op, whose node double backward shows
+        return (_call(max_pool2d_with_indices_backward, g, *call, idx), None, None, None, None,
+                None)
     # (half types too: PyTorch's kernel sums them in their own type in output order, where
     # scatter_add below would sum them in float32)
     if numpy_backward(g, halves=True) and idx._plain and idx._data is not None:
@@ -531,7 +537,47 @@ max_pool2d_with_indices = register(
     "max_pool2d_with_indices", kernel=_maxpool_kernel, meta=_maxpool_meta,
     node="MaxPool2DWithIndicesBackward0", derivative=_maxpool_derivative, save=_maxpool_save,
     samples=_pool_samples, onnx=_maxpool_onnx, public="max_pool2d_with_indices",
-    saved_names=("result1", "", "", "", ""))
+    saved_names=("result1", "", "", "", "", "self"))
+
+
+def _maxpool_backward_first(g, x, kernel_size, stride, padding, dilation, ceil_mode, idx):
+    """max_pool2d_with_indices' input gradient (its derivative's own path)."""
+    saved = _maxpool_save((None, idx), x, kernel_size, stride, padding, dilation, ceil_mode)
+    return _maxpool_derivative(g, *saved[:-1])[0]
+
+
+def _maxpool_backward_meta(g, x, *rest):
+    return Spec(tuple(x.shape), g.dtype, format_strides(tuple(x.shape), format_of(x)))
+
+
+def _maxpool_backward_derivative(gg, g, x, kernel_size, stride, padding, dilation, ceil_mode,
+                                 idx):
+    # Linear in the gradient: each output picks the incoming gradient at its index;
+    # nothing depends on the input's values (zeros, as PyTorch's).
+    lead = tuple(idx.shape[:-2])
+    picked = gg.reshape(lead + (-1,)).gather(-1, idx.reshape(lead + (-1,)))
+    return (picked.reshape(tuple(idx.shape)), gg.new_zeros(tuple(x.shape)), None, None, None,
+            None, None, None)
+
+
+def _maxpool_backward_samples(rng, dt):
+    out = []
+    for smp in _pool_samples(rng, dt):
+        x, k, st, p, d, c = smp.args
+        _, idx = _maxpool_kernel(x, k, st, p, d, c)
+        out.append(Sample((rand_array(rng, idx.shape, dt), x, k, st, p, d, c, idx),
+                          name=smp.name))
+    return out
+
+
+max_pool2d_with_indices_backward = register(
+    "max_pool2d_with_indices_backward", kernel=first_order_kernel(_maxpool_backward_first),
+    meta=_maxpool_backward_meta, node="MaxPool2DWithIndicesBackwardBackward0",
+    derivative=_maxpool_backward_derivative,
+    save=lambda out, g, x, k, s, p, d, c, idx: (g, x, k, s, p, d, c, idx),
+    nondiff_args=(7,), samples=_maxpool_backward_samples,
+    saved_names=("", "self", "kernel_size", "stride", "padding", "dilation", "ceil_mode",
+                 "indices"))
 
 
 def _volume(fn):
@@ -608,7 +654,10 @@ def _avgpool_save(out, a, kernel_size, stride=(), padding=(0,), ceil_mode=False,
                        divisor_override, np.float64)
     if isinstance(div, np.ndarray):
         div = _const(div.astype(a.dtype.np), a)
-    return (list(a.shape), k, s, p, div, format_of(a) if nd == 2 else None)
+    # (the input and the call's arguments: for a gradient taken with create_graph)
+    call = (a, kernel_size, stride, padding, ceil_mode, count_include_pad,
+            divisor_override) if nd == 2 else None
+    return (list(a.shape), k, s, p, div, format_of(a) if nd == 2 else None, call)
 
 
 def _half_window_sums(cols, n, c, out_size, size, k, s, p):
@@ -629,7 +678,10 @@ def _half_window_sums(cols, n, c, out_size, size, k, s, p):
     return _call(constant_pad_nd, gi, pads, 0.0)
 
 
-def _avgpool_derivative(g, shape, k, s, p, div, fmt=None):
+def _avgpool_derivative(g, shape, k, s, p, div, fmt=None, call=None):
+    if call is not None and recording():
+        # create_graph: PyTorch's backward op, whose node double backward shows
+        return (_call(avg_pool2d_backward, g, *call), None, None, None, None, None, None)
     nd = len(k)
     unbatched = len(shape) == nd + 1
     if unbatched:
@@ -705,6 +757,40 @@ avg_pool2d = register(
     node="AvgPool2DBackward0",
     derivative=_avgpool_derivative, save=_avgpool_save, samples=_avg_samples,
     onnx=_avgpool_onnx, public="avg_pool2d")
+
+
+def _avgpool_backward_first(g, x, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                            divisor_override):
+    """avg_pool2d's input gradient (its derivative's own path)."""
+    saved = _avgpool_save(None, x, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                          divisor_override)
+    return _avgpool_derivative(g, *saved[:-1])[0]
+
+
+def _avgpool_backward_derivative(gg, g, x, kernel_size, stride, padding, ceil_mode,
+                                 count_include_pad, divisor_override):
+    # Linear in the gradient (its own derivative is the pooling itself); nothing depends on
+    # the input's values (zeros, as PyTorch's).
+    return (_call(avg_pool2d, gg, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                  divisor_override), gg.new_zeros(tuple(x.shape)), None, None, None, None,
+            None, None)
+
+
+def _avgpool_backward_samples(rng, dt):
+    out = []
+    for smp in _avg_samples(rng, dt):
+        y = _avgpool_kernel(*smp.args)
+        out.append(Sample((rand_array(rng, np.shape(y), dt),) + smp.args, name=smp.name))
+    return out
+
+
+avg_pool2d_backward = register(
+    "avg_pool2d_backward", kernel=first_order_kernel(_avgpool_backward_first),
+    meta=_maxpool_backward_meta, node="AvgPool2DBackwardBackward0",
+    derivative=_avgpool_backward_derivative,
+    save=lambda out, g, x, *args: (g, x, *args), samples=_avgpool_backward_samples,
+    saved_names=("", "self", "kernel_size", "stride", "padding", "ceil_mode",
+                 "count_include_pad", "divisor_override"))
 avg_pool3d = register(
     "avg_pool3d", kernel=c_contiguous(_volume(_avgpool_kernel)), meta=_volume(_avgpool_meta),
     node="AvgPool3DBackward0", derivative=_avgpool_derivative, save=_volume(_avgpool_save),
