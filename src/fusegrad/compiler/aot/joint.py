@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import operator
+import threading
 from dataclasses import dataclass, field
 
 from ..._autocast import set_aside as _autocast_set_aside
@@ -75,6 +76,8 @@ class TraceResult:
     grad_tangents: list = field(default_factory=list)
     grad_mode_after: bool | None = None  # the grad mode the program leaves, if it changed it
     grad_mode_before: bool = True  # the grad mode the program was traced (and is run) in
+    # Per tangent: the eager autograd nodes (numbered) a backward through its output frees.
+    tangent_nodes: list = field(default_factory=list)
 
     @property
     def switches_grad(self) -> bool:
@@ -82,6 +85,36 @@ class TraceResult:
         return any(getattr(n.target, "__name__", "") == "_set_grad_enabled"
                    and getattr(n.target, "side_effect", False)
                    for n in self.module.graph.nodes)
+
+
+def _frees_saved(node) -> bool:
+    """Whether eager autograd node `node` frees saved values after a backward (so that a
+    second backward through it raises)."""
+    inner = getattr(node, "_fn", None)  # (CopySlices: the node of the op written through)
+    return getattr(node, "_versions", None) is not None or \
+        (inner is not None and getattr(inner, "_versions", None) is not None)
+
+
+def _nodes_freed(outs: list) -> list:
+    """Per tensor of `outs`: the numbers of the nodes of eager's history of it that keep
+    saved values (numbered across all of `outs`, so that shared ones compare equal)."""
+    numbers: dict = {}
+    held = []  # (the nodes stay alive while their ids number them)
+    result = []
+    for o in outs:
+        found = set()
+        stack, seen = [o.grad_fn], set()
+        while stack:
+            n = stack.pop()
+            if n is None or id(n) in seen:
+                continue
+            seen.add(id(n))
+            held.append(n)
+            if _frees_saved(n):
+                found.add(numbers.setdefault(id(n), len(numbers)))
+            stack.extend(child for child, _ in (n.next_functions or ()))
+        result.append(frozenset(found))
+    return result
 
 
 def _tangents_read(node) -> frozenset:
@@ -125,6 +158,51 @@ def _fake_inputs(tracer: Tracer, args, prefix: str) -> list:
             tracer.graph.placeholder(name)
             fakes.append(a)
     return fakes
+
+
+# Threads tracing a program whose inputs have history (see below), each with its depth, and
+# the real `run_backward` while any does (the wrapper in its place refuses only theirs).
+_REFUSING: dict = {}
+_REFUSING_LOCK = threading.Lock()
+_REAL_RUN_BACKWARD: list = []
+
+
+@contextlib.contextmanager
+def _refusing_gradients_past_inputs(args):
+    """While the program is traced: refuse its own gradient computations (`autograd.grad`
+    inside the graph) where an input has history outside the graph. The traced inputs are
+    leaves, so the traced gradients would stop at them, where eager's go on through the
+    history that made them (into the program's earlier values, `x` among them). Only this
+    thread's gradients are refused: other threads' run as always."""
+    from ...autograd import _grad
+
+    if not any(isinstance(a, Tensor) and a.requires_grad and a.grad_fn is not None
+               for a in args):
+        yield
+        return
+    me = threading.get_ident()
+    with _REFUSING_LOCK:
+        if not _REFUSING:
+            real = _grad.run_backward
+            _REAL_RUN_BACKWARD[:] = [real]
+
+            def refused(*a, **k):
+                if threading.get_ident() in _REFUSING:
+                    raise AOTUnsupported("a gradient taken inside the graph would stop at "
+                                         "an input that has history")
+                return real(*a, **k)
+
+            _grad.run_backward = refused
+        _REFUSING[me] = _REFUSING.get(me, 0) + 1
+    try:
+        yield
+    finally:
+        with _REFUSING_LOCK:
+            _REFUSING[me] -= 1
+            if not _REFUSING[me]:
+                del _REFUSING[me]
+            if not _REFUSING:
+                _grad.run_backward = _REAL_RUN_BACKWARD.pop()
 
 
 def _flat_outputs(out) -> tuple:
@@ -229,6 +307,11 @@ def _output_infos(tracer: Tracer, outs: tuple, fakes: list, bases: list | None =
                             index = len(bases)
                             bases.append(base)
                         info.view_of_base = index
+        if o.requires_grad and info.view_steps is not None and \
+                any(op is None for op, _, _ in info.view_steps):
+            # A detached alias given history afterwards (written in place with a tensor
+            # requiring grad): a replay of `detach()` would have none.
+            raise AOTUnsupported("an output is a detached alias written with history")
         if info.no_grad_view and info.same_as is None and info.view_of_input is None and \
                 info.view_of_output is None and info.view_of_base is None:
             # (the node would return it with its history)
@@ -352,7 +435,8 @@ def _forward(tracer: Tracer, fn, fakes: list, args, training: bool, bases=None):
     """Run the program under the tracer: its outputs, how they were returned, what the
     runtime must know of them, their nodes, and the inputs it wrote. `bases`: see
     `_output_infos`."""
-    with set_grad_enabled(is_grad_enabled()), tracer:  # the caller's mode comes back after
+    with set_grad_enabled(is_grad_enabled()), tracer, \
+            _refusing_gradients_past_inputs(args):  # (the caller's mode comes back after)
         # The program starts in the caller's grad mode; its switches are recorded (and take
         # effect in the trace, so what it computes under no_grad has no gradient); the mode
         # it ends in is kept.
@@ -425,6 +509,7 @@ def trace_joint(fn, args, decompositions=None, known_constants=()) -> TraceResul
         tracer.inputs.pop()  # a tangent is never written back
         tangents.append(t)
     grads = [None] * len(fakes)
+    freed = _nodes_freed(diff)  # (before the traced backward frees them)
     if diff and grad_inputs:
         from ...autograd import grad as autograd_grad
 
@@ -439,7 +524,7 @@ def trace_joint(fn, args, decompositions=None, known_constants=()) -> TraceResul
     module = _finish(tracer, fw_nodes + grads, "GraphModule")
     reads = [None if g is None else _tangents_read(g) for g in grads]
     return TraceResult(module, infos, len(fw_nodes), grad_inputs, mutated, structure, n_user,
-                       reads, tracer.grad_mode_after, tracer.grad_mode_before)
+                       reads, tracer.grad_mode_after, tracer.grad_mode_before, freed)
 
 
 def trace_inference(fn, args, decompositions=None, known_constants=()) -> TraceResult:

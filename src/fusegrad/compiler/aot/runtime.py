@@ -14,7 +14,8 @@ from __future__ import annotations
 from ..._autocast import set_aside as _autocast_set_aside
 from ..._tensor import Tensor
 from ..._thread_state import set_grad_enabled
-from ...autograd.function import Function
+from ...autograd import graph as _graph
+from ...autograd.function import BackwardCFunction, Function
 from ...autograd.grad_mode import enable_grad, is_grad_enabled, no_grad
 from ...ops._util import contiguous_strides
 from .joint import TraceResult
@@ -45,6 +46,7 @@ def make_compiled_function(fw, bw_module, bw_compiler, trace: TraceResult):
     diff = [k for k in returned if infos[k].takes_tangent]
     written = [infos[k].mutated_input for k in returned if infos[k].mutated_input is not None]
     num_out = trace.num_fwd_outputs
+    node_sets = trace.tangent_nodes
     state = {"bw": None}
     switches = trace.switches_grad
 
@@ -64,6 +66,9 @@ def make_compiled_function(fw, bw_module, bw_compiler, trace: TraceResult):
                     else _unview(result[k], args) if infos[k].requires_grad else result[k]
                     for k in returned]
             ctx.mark_dirty(*[args[i] for i in written])
+            # What earlier backwards (without retain_graph) went through: the outputs that
+            # took a gradient, and eager's nodes of theirs that freed their saved values.
+            ctx._used, ctx._freed, ctx._pending = set(), set(), ((), ())
             saved = result[num_out:]
             # Float inputs the backward reads (a dynamic float) are kept beside the tensors.
             ctx._floats = {i: v for i, v in enumerate(saved) if not isinstance(v, Tensor)}
@@ -78,6 +83,12 @@ def make_compiled_function(fw, bw_module, bw_compiler, trace: TraceResult):
         @staticmethod
         def backward(ctx, *grads):
             """Run the backward graph (compiled now if this is its first use)."""
+            if all(g is None for g in grads) and trace.grad_tangents:
+                # No gradient reached the node (an input the program wrote with history,
+                # then used by a later call, passes None on from that call's node): eager's
+                # nodes pass nothing on either, nor read what they saved, which an earlier
+                # backward may have freed.
+                return (None,) * len(trace.grad_tangents)
             if state["bw"] is None:  # compiled on first use, as PyTorch's
                 state["bw"] = bw_compiler(bw_module, example_values(bw_module))
             tangents = []
@@ -91,6 +102,12 @@ def make_compiled_function(fw, bw_module, bw_compiler, trace: TraceResult):
                 elif tuple(g.stride()) != contiguous_strides(tuple(g.shape)):
                     g = g.contiguous()
                 tangents.append(g)
+            present = [j for j in range(len(diff)) if j not in missing]
+            nodes = set().union(*(node_sets[j] for j in present if j < len(node_sets)))
+            if nodes & ctx._freed:
+                # Eager's history of these outputs shares a node an earlier backward freed.
+                raise RuntimeError(_graph._FREED)
+            ctx._pending = (present, nodes)
             saved = list(ctx.saved_tensors)
             for i, v in sorted(ctx._floats.items()):
                 saved.insert(i, v)
@@ -109,6 +126,26 @@ def make_compiled_function(fw, bw_module, bw_compiler, trace: TraceResult):
                     out[i] = None
             return tuple(out)
 
+    def release(node) -> None:
+        # One node stands for the histories of all its outputs, which eager frees one
+        # backward at a time (a backward through the loss inside the program, then one
+        # through another output): its saved values stay until no output has a history
+        # eager could still go through, one whose nodes that keep saved values are not all
+        # freed (or, without such nodes, that took no gradient yet).
+        if not hasattr(node, "_used"):  # (its forward never ran to the end)
+            BackwardCFunction.release(node)
+            return
+        used, nodes = node._pending
+        node._pending = ((), ())
+        node._used.update(used)
+        node._freed.update(nodes)
+        if node._saved is not None and not node._saved:
+            return  # (nothing to free: any later backward can run, as eager's can)
+        if all(node_sets[j] <= node._freed if j < len(node_sets) and node_sets[j]
+               else j in node._used for j in range(len(diff))):
+            BackwardCFunction.release(node)
+
+    CompiledFunction._backward_cls.release = release
     return CompiledFunction, returned
 
 

@@ -29,6 +29,8 @@ from ..._thread_state import set_grad_enabled as _set_mode
 from ...autograd.grad_mode import is_grad_enabled, no_grad
 from ...fx import Graph
 from ...ops.overloads import aten, overload_of
+from ...ops.shape import contiguous_format
+from ..codegen.layout import with_eager_layout
 from ..markers import RECOMPUTE_REGIONS
 from .functionalize import AOTUnsupported, functional_variant, scatter_into_base
 from .traced_float import TracedFloat, plain
@@ -120,6 +122,39 @@ def _overlaps_itself(t) -> bool:
     """Whether some elements of tensor `t` share memory: a zero stride over more than one
     (an expanded tensor)."""
     return any(st == 0 and n > 1 for n, st in zip(t.shape, t.stride()))
+
+
+def _memory_order(shape: tuple, strides: tuple) -> tuple:
+    """The dims longer than 1 from the outermost in memory to the innermost."""
+    return tuple(sorted((d for d, n in enumerate(shape) if int(n) > 1),
+                        key=lambda d: (-int(strides[d]), d)))
+
+
+def _row_or_column_major(t) -> bool:
+    """Whether tensor `t` is laid out row-major or column-major without gaps (dims of size
+    1 aside), the arrays eager's overlap test judges."""
+    dims = [(int(n), int(s)) for n, s in zip(t.shape, t.stride()) if int(n) > 1]
+    for order in (dims[::-1], dims):
+        span = 1
+        for n, s in order:
+            if s != span:
+                break
+            span *= n
+        else:
+            return True
+    return False
+
+
+def _ranges_meet(a, b) -> bool:
+    """Whether the memory ranges of tensors `a` and `b` (over one storage) meet."""
+    def extent(t):
+        start = int(t.storage_offset())
+        return start, start + sum((int(n) - 1) * int(s) for n, s in zip(t.shape, t.stride()))
+
+    if a.numel() == 0 or b.numel() == 0:
+        return False
+    (a0, a1), (b0, b1) = extent(a), extent(b)
+    return a0 <= b1 and b0 <= a1
 
 
 def _contiguous_results(out):
@@ -478,6 +513,10 @@ class Tracer(_dispatch.DispatchMode):
         if not isinstance(target, Tensor):
             raise AOTUnsupported(f"{op.name} on a non-tensor")
         chain = self._chain(target)  # values before the write
+        if not op.metadata_only and self._partly_overlaps(target, chain[-1][0], args[1:]):
+            # Eager's kernel refuses to read memory it writes in part; the functional graph
+            # would compute a value. Eager runs it and raises its error.
+            raise AOTUnsupported(f"{op.name} reads memory it writes in part")
         mapped = self._map(args)
         func = functional_variant(op)
         if func is not None and not op.metadata_only:
@@ -507,8 +546,13 @@ class Tracer(_dispatch.DispatchMode):
         if func is not None:
             new = self.emit(overload_of(func), mapped)
             spec = func.meta(*plain(args))
+            if tuple(spec.shape) != tuple(target.shape):
+                # Eager refuses a result its tensor cannot hold (operands broadcast to a
+                # larger shape); the graph would write it on. Eager raises its error.
+                raise AOTUnsupported(f"{op.name} gives a result of another shape")
             if spec.dtype != target.dtype:  # add_(float64) on float32 keeps float32
                 new = self.emit(aten._to_copy.default, (new, target.dtype))
+            new = self._in_layout_of(target, func, args, new)
         else:  # no out-of-place entry: write into a fresh copy
             new = self.emit(overload_of(op),
                             (self.emit(aten.clone.default, (mapped[0],)),) + mapped[1:])
@@ -516,6 +560,52 @@ class Tracer(_dispatch.DispatchMode):
             raise AOTUnsupported("an in-place write into a tensor constant")
         self._write(chain, new)
         return out
+
+    def _root(self, t: Tensor) -> Tensor:
+        """The tensor `t` is a view (or alias) of, followed up to the one owning its memory."""
+        while id(t) in self._recipes:
+            t = self._recipes[id(t)][3]
+        return t
+
+    def _partly_overlaps(self, target: Tensor, root: Tensor, others) -> bool:
+        """Eager's partial-overlap test of an in-place op's tensor arguments `others`
+        against the written `target` (whose memory is `root`'s): two row- or column-major
+        geometries over one memory whose ranges meet without being the same elements."""
+        geometry = _geometry(target)
+        for a in others:
+            if not isinstance(a, Tensor) or a is target or _geometry(a) == geometry or \
+                    self._root(a) is not root:
+                continue
+            if _row_or_column_major(a) and _row_or_column_major(target) and \
+                    _ranges_meet(a, target):
+                return True
+        return False
+
+    def _in_layout_of(self, target: Tensor, func, args, new):
+        """`new` (the node of out-of-place `func` on `args`) laid out in the memory order of
+        `target`, which the in-place op keeps. The written value becomes the node of
+        `target` and, through the inverse views, of its base: another order would make
+        later `as_strided` reads of it pick other elements, `view` fail where eager's
+        succeeds, and elementwise results take other strides."""
+        shape, strides = tuple(target.shape), tuple(target.stride())
+        if target.is_contiguous():
+            return new
+        order = _memory_order(shape, strides)
+        try:
+            fargs = tuple(self._fake_mode._fakeify(a) for a in plain(args))
+            got = with_eager_layout(func, fargs, FakeTensor._compute(func, fargs)).stride()
+        except Exception:  # noqa: BLE001 - layout not known: make it the target's
+            got = None
+        if got is not None and _memory_order(shape, tuple(got)) == order:
+            return new
+        # Permute to the target's memory order, copy contiguously, permute back.
+        ranked = sorted(range(len(shape)), key=lambda d: (-int(strides[d]), d))
+        back = [0] * len(ranked)
+        for i, d in enumerate(ranked):
+            back[d] = i
+        node = self.emit(aten.permute.default, (new, ranked))
+        node = self.emit(aten.clone.default, (node, contiguous_format))
+        return self.emit(aten.permute.default, (node, back))
 
     def _functional_batch_norm(self, op, args):
         """Training batch norm writes its running statistics in place: record the functional

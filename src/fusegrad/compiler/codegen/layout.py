@@ -124,10 +124,48 @@ def with_eager_layout(op, args, out):
     if not like:
         return out
     operands = [t for t in tensors_in(args) if _broadcasts(tuple(t.shape), tuple(out.shape))]
-    strides = k_order_strides(tuple(out.shape), operands)
+    strides = _binary_off_fast_path(op, args, out, operands)
+    if strides is None:
+        strides = k_order_strides(tuple(out.shape), operands)
     if strides != tuple(out.stride()):
         out._fstrides = strides
     return out
+
+
+def _binary_off_fast_path(op, args, out, operands) -> tuple | None:
+    """The strides eager's binary kernel gives `out` off its fast path (operands of two
+    dtypes, or not float32/float64): TensorIterator's order, which follows the first
+    operand where the operands' orders conflict (`x.t() * y.double()` is laid out like
+    `x.t()`), where NumPy's order "K" (the fast path's) goes row-major. None: order "K"."""
+    from ... import _dtype
+    from ..._shapes import iterator_strides
+    from ..._tensor import Tensor, tensors_in
+
+    name = getattr(getattr(op, "kernel", None), "__qualname__", "")
+    if name.startswith("_add_kernel."):
+        if len(args) == 3 and type(args[2]) is int and args[2] == 1:
+            args = args[:2]  # (add and sub with alpha 1 take the binary kernel's paths)
+        elif len(args) != 2:
+            return None
+    elif not name.startswith("binary_kernel."):
+        return None
+    if len(args) != 2 or not operands:
+        return None
+    a, b = args
+    if isinstance(a, Tensor) and a.dtype in (_dtype.float32, _dtype.float64) and (
+            (isinstance(b, Tensor) and b.dtype is a.dtype) or type(b) in (int, float)):
+        return None  # (the fast path: NumPy's order)
+    if not all(isinstance(n, (int, np.integer)) for t in [out, *tensors_in(args)]
+               for n in (*t.shape, *t.stride())):
+        return None  # symbolic sizes: the meta's strides
+    shape = tuple(int(n) for n in out.shape)
+    pairs = [(tuple(int(n) for n in t.shape), tuple(int(s) for s in t.stride()))
+             for t in tensors_in(args)]
+    if all(all(s == c for n, s, c in zip(sh, st, contiguous_strides(sh)) if n > 1)
+           for sh, st in pairs):
+        return None  # (row-major operands: eager keeps NumPy's result)
+    scalars = not all(isinstance(x, Tensor) for x in args)
+    return tuple(int(s) for s in iterator_strides(shape, pairs, scalars=scalars))
 
 
 def view_strides_as_eager(t: Any, shape: tuple) -> tuple | None:

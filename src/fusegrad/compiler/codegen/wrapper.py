@@ -61,15 +61,14 @@ def _laid_out(a, dtype, shape: tuple, strides: tuple) -> np.ndarray:
 
 def _in_memory_order(kernel, order: tuple, first, *args, **kwargs):
     """`kernel(first, *args, **kwargs)` with `first` laid out with its dims in `order` in
-    memory, as eager lays it out: a random kernel draws its values in that order. The
-    results (of `first`'s shape) come back with their dims in place."""
+    memory, as eager lays it out: the kernel sees eager's layout, so it draws its values in
+    the order eager's does (a filler and dropout along memory, `bernoulli(p)` and
+    `poisson` along the logical order). The results come back in any layout."""
     inverse = [0] * len(order)
     for i, d in enumerate(order):
         inverse[d] = i
-    out = kernel(np.ascontiguousarray(first.transpose(order)), *args, **kwargs)
-    if isinstance(out, tuple):
-        return tuple(o.transpose(inverse) for o in out)
-    return out.transpose(inverse)
+    return kernel(np.ascontiguousarray(first.transpose(order)).transpose(inverse), *args,
+                  **kwargs)
 
 
 def _strided(base: np.ndarray, start: tuple, shape: tuple, strides: tuple) -> np.ndarray:
