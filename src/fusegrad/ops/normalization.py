@@ -18,6 +18,7 @@ import numpy as np
 
 from .. import _dtype
 from .._dispatch import call
+from .._thread_state import active as _active
 from ..autograd.grad_mode import no_grad
 from . import _native, _parallel
 from . import _onnx as ox
@@ -637,8 +638,11 @@ def _ln_meta(x, normalized_shape, w, b, eps):
 
 def _ln_derivative(grads, x, nshape, w, b, eps, stats=None):
     g = grads[0] if isinstance(grads, list) else grads
-    if g is not None and stats is not None and recording():
-        # create_graph: PyTorch's backward op, whose node double backward shows
+    traced_half = _active.modes and x.dtype in (_dtype.float16, _dtype.bfloat16)
+    if g is not None and stats is not None and (recording() or traced_half):
+        # create_graph: PyTorch's backward op, whose node double backward shows; traced in
+        # half precision (AOT autograd): the op, which accumulates in float32 as eager's
+        # kernel does (its decomposition would round every step to half)
         gi, gw, gb = _call(native_layer_norm_backward, g, x, list(nshape), *stats, w, b,
                            [True, w is not None, b is not None])
         return (gi, None, gw if w is not None else None, gb if b is not None else None, None)
