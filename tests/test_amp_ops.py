@@ -33,7 +33,11 @@ KNOWN = {"linalg_pinv.atol_rtol_float": "an fp32 SVD + bf16 matmul in PyTorch",
          # fusegrad marks igamma's first argument non-differentiable; PyTorch records an
          # edge to it whose backward raises (its derivative in `a` is not implemented).
          **dict.fromkeys(["igamma", "igamma_", "igammac", "igammac_"],
-                         "no graph edge to the first argument (PyTorch's raises)")}
+                         "no graph edge to the first argument (PyTorch's raises)"),
+         # Backward ops whose statistics or index arguments fusegrad marks
+         # non-differentiable; PyTorch records edges to them whose backward raises.
+         "native_layer_norm_backward": "no graph edges to mean and rstd (PyTorch's raise)",
+         "multilabel_margin_loss_backward": "no graph edge to is_target (PyTorch's raises)"}
 
 
 def _convert(x, lib, dtype, requires_grad):

@@ -313,7 +313,7 @@ def test_kl_uniform_pairs_and_missing_pair():
                             D.Uniform(fusegrad.tensor([lo]), fusegrad.tensor([hi])))
         t = T.kl_divergence(T.Uniform(torch.tensor([-1.0]), torch.tensor([2.0])),
                             T.Uniform(torch.tensor([lo]), torch.tensor([hi])))
-        _close(f, t)
+        _close(f, t, rtol=1e-6)  # (a log's last float32 bit follows the CPU's libm)
     f = D.kl_divergence(D.Uniform(fusegrad.tensor([-1.0]), fusegrad.tensor([2.0])),
                         D.Normal(0.3, 1.5))
     t = T.kl_divergence(T.Uniform(torch.tensor([-1.0]), torch.tensor([2.0])),

@@ -43,6 +43,9 @@ LAYOUT_DIFFERS = {
     "sub.Tensor", "addcdiv", "addcmul",
     # `2 ** x`: PyTorch's result is contiguous; the ufunc fast path keeps the operand order.
     "pow.Scalar",
+    # Loss backward ops: PyTorch's result is contiguous; fusegrad's formula keeps the
+    # operands' layout (the values are the same).
+    "mse_loss_backward", "huber_loss_backward", "smooth_l1_loss_backward",
     # PyTorch follows the input's layout; fusegrad's kernels make contiguous results.
     "addr", "argsort", "complex", "igamma", "igammac", "polar",
     "polygamma", "special_zeta", "special_zeta.other_scalar",
