@@ -135,6 +135,7 @@ def _tcp_timeout(t: _Timeout) -> DistStoreError:
 
 
 _NO_QUEUES = "queue support is not implemented."
+_QUEUE_OPS = ("qpush", "qpop", "qlen")  # (the queue operations of `_op`)
 
 
 class Store:
@@ -158,7 +159,7 @@ class Store:
 
     # The operations every store implements on its raw (already prefixed) keys.
     def _op(self, name: str, *args):
-        if name in ("qpush", "qpop", "qlen"):
+        if name in _QUEUE_OPS:
             raise NotImplementedError(_NO_QUEUES)
         raise NotImplementedError("the base Store holds no keys")
 
@@ -729,8 +730,8 @@ class FileStore(Store):
                     fcntl.flock(f, fcntl.LOCK_UN)
 
     def _op(self, name: str, *args):
-        if name in ("qpush", "qpop", "qlen"):
-            raise NotImplementedError(_NO_QUEUES)
+        if name in _QUEUE_OPS:
+            return super()._op(name, *args)  # (no queues in a file, as PyTorch's)
         if name in ("get", "wait"):
             keys = [args[0]] if name == "get" else args[0]
             seconds = args[1]

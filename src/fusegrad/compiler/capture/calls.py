@@ -1298,11 +1298,6 @@ _LIST_EDITS = frozenset({"append", "extend", "pop", "insert", "reverse", "sort",
 _OUTSIDE_LIST_EDITS = frozenset({"pop", "insert", "reverse", "sort"})
 
 
-def call_list_method(tr: Translator, obj: ListVariable, name: str, args: list) -> Variable:
-    """`obj.name(*args)` of a list variable (see `_list_method`)."""
-    return _list_method(tr, obj, name, args, {})
-
-
 def _list_method(tr: Translator, obj: ListVariable, name: str, args: list,
                  kwargs: dict) -> Variable:
     """A method that changes a list, done on its variable's items (in place: an iterator

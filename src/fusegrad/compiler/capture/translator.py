@@ -1064,9 +1064,9 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
         list, whose items are read and guarded), or None where that is not the case."""
         if fn is operator.iadd and isinstance(a, OutsideListVariable) and \
                 isinstance(b, (ListVariable, TupleVariable)):
-            from .calls import call_list_method
+            from .calls import _list_method
 
-            call_list_method(self, a, "extend", [b])  # `lst += items` extends it in place
+            _list_method(self, a, "extend", [b], {})  # `lst += items` extends it in place
             return a
         # (`lst += [t]` of a real list changes it in place: not a copy of its items)
         a = a if fn is operator.iadd else self._as_sequence(a, b)
