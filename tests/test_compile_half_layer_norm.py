@@ -34,3 +34,41 @@ def test_half_layer_norm_gradient_as_eager(dtype, backend, affine):
     assert fg.equal(grads[1][0], grads[0][0])  # the input's gradient: the same bits
     if affine:  # (the weight's: its sum over rows may round the last bit otherwise)
         assert fg.allclose(grads[1][1].float(), grads[0][1].float(), rtol=1e-2, atol=1e-2)
+
+
+def _mixed_layer_norm_grads(lib, dtype, rows, backend=None):
+    """The input, weight and bias gradients of a layer norm of a half-precision input with
+    float32 parameters (what autocast makes of `LayerNorm` after a bfloat16 `Linear`)."""
+    rng = np.random.default_rng(rows)
+    x = lib.tensor(rng.standard_normal((rows, 16)).astype(np.float32)).to(
+        getattr(lib, dtype)).requires_grad_()
+    w = lib.tensor(rng.standard_normal(16).astype(np.float32)).requires_grad_()
+    b = lib.tensor(rng.standard_normal(16).astype(np.float32)).requires_grad_()
+    g = lib.tensor(rng.standard_normal((rows, 16)).astype(np.float32)).to(x.dtype)
+
+    def f(x, w, b):
+        return lib.nn.functional.layer_norm(x, (16,), w, b)
+
+    fn = f if backend is None else lib.compile(f, backend=backend)
+    fn(x, w, b).backward(g)
+    return [t.grad.float().numpy() for t in (x, w, b)]
+
+
+@pytest.mark.parametrize("backend", [None, "aot_eager", "inductor"])
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("rows", [3, 6])
+def test_mixed_precision_layer_norm_gradients_as_torch(dtype, rows, backend):
+    """Half input, float32 weight and bias: the weight's and bias's gradients are summed over
+    the rows with each partial sum held in the input's dtype, as PyTorch's kernel does (on
+    one thread), eagerly and in compiled graphs (AOT autograd records
+    `native_layer_norm_backward`, whose kernel summed in float64: 0.0234 off)."""
+    torch = pytest.importorskip("torch")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # (PyTorch's row chunks per thread round at their ends)
+    try:
+        want = _mixed_layer_norm_grads(torch, dtype, rows)
+    finally:
+        torch.set_num_threads(threads)
+    got = _mixed_layer_norm_grads(fg, dtype, rows, backend)
+    for a, b in zip(got, want):
+        assert np.array_equal(a, b), np.abs(a - b).max()

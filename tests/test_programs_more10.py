@@ -1518,22 +1518,7 @@ _AOT_GAPS = {
 }
 
 
-# Compiled runs that give other values than eager, each with its minimal repro (strict: when
-# fixed, the test fails here, to be taken off the list).
-_WRONG = {
-    ("autocast_scaler_step", backend): (
-        "under bfloat16 autocast the AOT graphs give other roundings than eager (weights off "
-        "by ~5e-5 after the steps): layer norm's backward now runs PyTorch's op as eager "
-        "does (it was a bfloat16 decomposition, off by up to 0.0625), another op's bfloat16 "
-        "decomposition is not found yet")
-    for backend in ("aot_eager", "inductor")
-}
-_COMPILED_RUNS = [pytest.param(p, b, marks=pytest.mark.xfail(strict=True,
-                                                            reason=_WRONG[p.__name__, b]))
-                  if (p.__name__, b) in _WRONG else (p, b) for p, b in _RUNS]
-
-
-@pytest.mark.parametrize("prog,backend", _COMPILED_RUNS,
+@pytest.mark.parametrize("prog,backend", _RUNS,
                          ids=[f"{p.__name__}-{b}" for p, b in _RUNS])
 def test_compiled_matches_eager(prog, backend):
     want, want_error, want_text = run_program(prog, fg)

@@ -556,15 +556,24 @@ def _ln_moments(xw: np.ndarray, axes: tuple, eps: float) -> tuple:
 
 def _ln_backward_half(g, x, n, w, b, eps, want_w: bool, want_b: bool):
     """The layer norm's input, weight and bias gradients (None where not wanted) for a
-    float16/bfloat16 input, as PyTorch's CPU kernel computes them: in float32 from the
-    statistics the forward saved (rounded to their dtype), the input's gradient rounded once;
-    the weight's and bias's gradients summed over the rows in order, each partial sum held
-    in the input's dtype (float32 parameters too get them so)."""
+    float16/bfloat16 input, as PyTorch's CPU kernel computes them (`_ln_backward_half_stats`),
+    from the statistics the forward saved: computed again here, rounded to their dtype."""
+    rows = x.size // n
+    mean, _, rstd = _ln_moments(_work(x).reshape(rows, n), (1,), eps)
+    sdt = _stat_np(x.dtype, w, b)
+    return _ln_backward_half_stats(g, x, n, w, b, mean.astype(sdt), rstd.astype(sdt), want_w,
+                                   want_b)
+
+
+def _ln_backward_half_stats(g, x, n, w, b, mean, rstd, want_w: bool, want_b: bool):
+    """`_ln_backward_half` from the forward's statistics `mean` and `rstd` (one per row):
+    in float32, the input's gradient rounded once; the weight's and bias's gradients summed
+    over the rows in order, each partial sum held in the input's dtype (float32 parameters
+    too get them so)."""
     rows = x.size // n
     xf, gf = _work(x).reshape(rows, n), _work(g).reshape(rows, n)
-    mean, _, rstd = _ln_moments(xf, (1,), eps)
-    sdt = _stat_np(x.dtype, w, b)
-    mean, rstd = mean.astype(sdt).astype(F32), rstd.astype(sdt).astype(F32)
+    mean = np.asarray(mean).astype(F32).reshape(rows, 1)
+    rstd = np.asarray(rstd).astype(F32).reshape(rows, 1)
     xhat = (xf - mean) * rstd
     gx = gf * _work(w).reshape(-1) if w is not None else gf
     gi = rstd * (gx - gx.mean(1, keepdims=True) - xhat * (gx * xhat).mean(1, keepdims=True))
@@ -734,7 +743,13 @@ native_layer_norm = _register_multi(
 
 def _ln_backward_kernel(g, x, nshape, mean, rstd, w, b, output_mask):
     # (PyTorch's formula from the forward's statistics, in double precision and rounded
-    # once: within float32's rounding of the first-order kernel's result)
+    # once: within float32's rounding of the first-order kernel's result; a half-precision
+    # input's as eager's first-order kernel computes it, with the same roundings)
+    n = int(np.prod(nshape, dtype=np.int64))
+    if _dtype.FROM_NP.get(x.dtype) in (_dtype.float16, _dtype.bfloat16) and n > 0 and \
+            x.size and tuple(g.shape) == tuple(x.shape) and (w is not None or b is not None):
+        gi, gw, gb = _ln_backward_half_stats(g, x, n, w, b, mean, rstd, True, True)
+        return gi, gw.reshape(tuple(nshape)), gb.reshape(tuple(nshape))
     k = len(nshape)
     axes = tuple(range(x.ndim - k, x.ndim))
     lead = tuple(range(x.ndim - k))
