@@ -24,12 +24,12 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .. import _dtype
-from .._dispatch import call, check_inplace_allowed, handle_function
+from .._dispatch import check_inplace_allowed, handle_function
 from .._tensor import Tensor
 from .._torch_function_wrappers import _wrap_function
 from ..autograd.grad_mode import is_grad_enabled
 from ..ops import foreach as table
-from ..ops.registry import REGISTRY
+from ..ops.overloads import aten
 from .pointwise import pow as _pow
 from .reduction import _vector_norm
 
@@ -331,99 +331,140 @@ def _check_writable(tensors, *inputs) -> None:
         check_inplace_allowed(t, record)
 
 
-# ---------------------------------------------------------------- the per-tensor ops
+# ---------------------------------------------------------------- the per-tensor calls
 
 
-def _method(name: str) -> Callable:
-    """A function calling Tensor method `name` (looked up when called: the methods are
-    attached after this module is built), or for a registry overload's name (`add_.Scalar`)
-    calling that op."""
+class Step(NamedTuple):
+    """One per-tensor call of a foreach function: Tensor method `target` (a name) of
+    `args[0]`, or function `target` (a registry overload, a public function). In a step
+    marked `chained`, an argument `PREVIOUS` stands for the previous step's result; `kept`
+    steps' results make an out-of-place function's tuple."""
+
+    target: str | Callable
+    args: tuple
+    kwargs: dict | None = None
+    kept: bool = True
+    chained: bool = False
+
+
+class Plan(NamedTuple):
+    """A foreach call decided: its steps, in order, and whether it returns its first
+    argument (the in-place forms) or the tuple of the kept steps' results. Every check
+    PyTorch makes up front has passed when a plan exists, so no tensor is touched before
+    one is refused. Eager execution runs the steps (`execute`); the compiler records
+    them one by one, so a graph holds each tensor's own op."""
+
+    steps: list
+    inplace: bool
+
+
+PREVIOUS = object()  # in a chained step's arguments: the previous step's result
+
+
+def execute(plan: Plan, first):
+    """Run `plan`'s steps; the result a foreach call returns (`first`: its first argument)."""
+    results, previous = [], None
+    for step in plan.steps:
+        args = step.args
+        if step.chained:
+            args = tuple(previous if a is PREVIOUS else a for a in args)
+        if type(step.target) is str:
+            previous = getattr(args[0], step.target)(*args[1:], **(step.kwargs or {}))
+        else:
+            previous = step.target(*args, **(step.kwargs or {}))
+        if step.kept:
+            results.append(previous)
+    return first if plan.inplace else tuple(results)
+
+
+def _target(name: str) -> str | Callable:
+    """The step target for `name`: a Tensor method, or for a registry overload's name
+    (`add_.Scalar`) that op (`aten.add_.Scalar`), whose node PyTorch's loops record."""
     if "." in name:
-        op = REGISTRY[name]
-        return lambda t, *args: call(op, t, *args)
-    return lambda t, *args, **kwargs: getattr(t, name)(*args, **kwargs)
+        packet, _, overload = name.partition(".")
+        return getattr(getattr(aten, packet), overload)
+    return name
 
 
-def _written(op: str) -> Callable:
-    """In-place `op` for a tensor argument: the Tensor method, or for maximum and minimum
-    (which have none) the out-of-place result copied in."""
+def _written(op: str, t: Tensor, other: Tensor, kwargs: dict | None) -> list:
+    """The steps writing `op(t, other)` into `t`: the in-place Tensor method, or for maximum
+    and minimum (which have none) the out-of-place result copied in."""
     inplace = f"{op}_"
-
-    def write(t: Tensor, other: Tensor, **kwargs) -> Tensor:
-        method = getattr(t, inplace, None)
-        if method is not None:
-            return method(other, **kwargs)
+    if hasattr(Tensor, inplace):
+        return [Step(inplace, (t, other), kwargs, kept=False)]
+    result = _dtype.result_type(t, other)
+    if not _dtype.can_cast(result, t.dtype):
+        raise RuntimeError(f"result type {result.legacy} can't be cast to the desired "
+                           f"output type {t.dtype.legacy}")
+    steps = []
+    source: Any = t
+    if is_grad_enabled() and (t.requires_grad or other.requires_grad):
         # Computed from a copy when recorded: the op saves its input for backward, which the
         # write would otherwise change under it.
-        source = t.clone() if is_grad_enabled() and (t.requires_grad or other.requires_grad) \
-            else t
-        result = getattr(source, op)(other)
-        if not _dtype.can_cast(result.dtype, t.dtype):
-            raise RuntimeError(f"result type {result.dtype.legacy} can't be cast to the desired "
-                               f"output type {t.dtype.legacy}")
-        return t.copy_(result)
-
-    return write
+        steps.append(Step("clone", (t,), kept=False))
+        source = PREVIOUS
+    steps.append(Step(op, (source, other), kept=False, chained=source is PREVIOUS))
+    steps.append(Step("copy_", (t, PREVIOUS), kept=False, chained=True))
+    return steps
 
 
-def _finish(tensors, results, inplace: bool):
-    return tensors if inplace else tuple(results)
+def _plan_unary(op: str, inplace: bool) -> Callable:
+    target = f"{op}_" if inplace else op
 
-
-def _make_unary(op: str, inplace: bool) -> Callable:
-    method = _method(f"{op}_" if inplace else op)
-
-    def run(bound: dict, params) -> Any:
+    def plan(bound: dict, params) -> Plan:
         tensors = bound["self"]
         _check_nonempty(tensors)
         if inplace:
             _check_writable(tensors)
-        return _finish(tensors, [method(t) for t in tensors], inplace)
+        return Plan([Step(target, (t,)) for t in tensors], inplace)
 
-    return run
+    return plan
 
 
-def _make_binary(op: str, inplace: bool) -> Callable:
+def _plan_binary(op: str, inplace: bool) -> Callable:
     """add, sub, mul, div, clamp_min, clamp_max, maximum, minimum and pow: a number, one per
     tensor, one 0-dim tensor for all, or one tensor per tensor."""
     spelled = f"{op}_" if inplace else op
-    with_number = _method(table.SCALAR_OP.get(spelled, spelled))
-    with_tensor = _written(op) if inplace else _method(op)
+    with_number = _target(table.SCALAR_OP.get(spelled, spelled))
 
-    def run(bound: dict, params) -> Any:
+    def plan(bound: dict, params) -> Plan:
         if params[0].kind == "Number":  # _foreach_pow(2.0, exponents)
             base, tensors = bound["self"], bound["exponent"]
             _check_nonempty(tensors)
-            return tuple(_pow(base, t) for t in tensors)
+            return Plan([Step(_pow, (base, t)) for t in tensors], False)
         tensors, second = bound["self"], params[1]
         other = bound[second.name]
-        kw = {"alpha": bound["alpha"]} if bound.get("alpha", 1) != 1 else {}
+        kw = {"alpha": bound["alpha"]} if bound.get("alpha", 1) != 1 else None
         if second.kind == "TensorList":
             _check_lists(tensors, other)
-            pairs, fn = zip(tensors, other), with_tensor
+            pairs, number = list(zip(tensors, other)), False
         elif second.kind == "Tensor":
             _check_scalar_tensor(other)
             _check_nonempty(tensors)
-            pairs, fn = ((t, other) for t in tensors), with_tensor
+            pairs, number = [(t, other) for t in tensors], False
         elif second.kind == "ScalarList":
             _check_scalars(tensors, other)
-            pairs, fn = zip(tensors, other), with_number
+            pairs, number = list(zip(tensors, other)), True
         else:
             _check_nonempty(tensors)
-            pairs, fn = ((t, other) for t in tensors), with_number
+            pairs, number = [(t, other) for t in tensors], True
         if inplace:
             _check_writable(tensors, other)
-        return _finish(tensors, [fn(t, o, **kw) for t, o in pairs], inplace)
+        if number:
+            return Plan([Step(with_number, (t, o), kw) for t, o in pairs], inplace)
+        if not inplace:
+            return Plan([Step(op, (t, o), kw) for t, o in pairs], False)
+        return Plan([s for t, o in pairs for s in _written(op, t, o, kw)], True)
 
-    return run
+    return plan
 
 
-def _make_pointwise(op: str, inplace: bool) -> Callable:
+def _plan_pointwise(op: str, inplace: bool) -> Callable:
     """addcmul and addcdiv: self + value * tensor1 (* or /) tensor2, the value one number, one
     per tensor, or packed in a 1-D tensor."""
-    method = _method(f"{op}_" if inplace else op)
+    target = f"{op}_" if inplace else op
 
-    def run(bound: dict, params) -> Any:
+    def plan(bound: dict, params) -> Plan:
         tensors, t1, t2 = bound["self"], bound["tensor1"], bound["tensor2"]
         last = params[3]
         _check_lists(tensors, t1, t2, nonempty=last.kind != "Tensor")
@@ -436,18 +477,18 @@ def _make_pointwise(op: str, inplace: bool) -> Callable:
             _check_scalars(tensors, values)
         if inplace:
             _check_writable(tensors, t1, t2)
-        return _finish(tensors, [method(t, a, b, value=v)
-                                 for t, a, b, v in zip(tensors, t1, t2, values)], inplace)
+        return Plan([Step(target, (t, a, b), {"value": v})
+                     for t, a, b, v in zip(tensors, t1, t2, values)], inplace)
 
-    return run
+    return plan
 
 
-def _make_lerp(op: str, inplace: bool) -> Callable:
+def _plan_lerp(op: str, inplace: bool) -> Callable:
     """lerp: self + weight * (tensors1 - self), the weight a number, one per tensor, or a
     tensor per tensor."""
-    method = _method(f"{op}_" if inplace else op)
+    target = f"{op}_" if inplace else op
 
-    def run(bound: dict, params) -> Any:
+    def plan(bound: dict, params) -> Plan:
         tensors, ends = bound["self"], bound["tensors1"]
         if params[2].kind == "TensorList":
             weights = bound["weights"]
@@ -461,73 +502,74 @@ def _make_lerp(op: str, inplace: bool) -> Callable:
             weights = [bound["weight"]] * len(tensors)
         if inplace:
             _check_writable(tensors, ends, weights)
-        return _finish(tensors, [method(t, e, w) for t, e, w in zip(tensors, ends, weights)],
-                       inplace)
+        return Plan([Step(target, (t, e, w)) for t, e, w in zip(tensors, ends, weights)],
+                    inplace)
 
-    return run
+    return plan
 
 
-def _norm(bound: dict, params) -> tuple:
+def _norm(bound: dict, params) -> Plan:
     tensors = bound["self"]
     _check_nonempty(tensors)
-    return tuple(_vector_norm(t, bound["ord"], dtype=bound["dtype"]) for t in tensors)
+    return Plan([Step(_vector_norm, (t, bound["ord"]), {"dtype": bound["dtype"]})
+                 for t in tensors], False)
 
 
-def _powsum(bound: dict, params) -> tuple:
-    """sum(|x| ** ord) per tensor: the norm before its root (`ord` 0 counts every element)."""
+def powsum(t: Tensor, ord, dtype) -> Tensor:
+    """sum(|t| ** ord) (`ord` 0 counts every element), `t` cast to `dtype` first if given:
+    one tensor's `_foreach_powsum`, the norm before its root."""
+    if not (t.dtype.is_floating_point or t.dtype.is_complex):
+        raise NotImplementedError(f'"powsum_cpu" not implemented for \'{t.dtype.legacy}\'')
+    if dtype is not None:
+        t = t.to(dtype)
+    return t.abs().pow(ord).sum()
+
+
+def _powsum(bound: dict, params) -> Plan:
     tensors, ord, dtype = bound["self"], bound["ord"], bound["dtype"]
     _check_nonempty(tensors)
-    out = []
-    for t in tensors:
-        if not (t.dtype.is_floating_point or t.dtype.is_complex):
-            raise NotImplementedError(f'"powsum_cpu" not implemented for \'{t.dtype.legacy}\'')
-        if dtype is not None:
-            t = t.to(dtype)
-        out.append(t.abs().pow(ord).sum())
-    return tuple(out)
+    return Plan([Step(powsum, (t, ord, dtype)) for t in tensors], False)
 
 
-def _max(bound: dict, params) -> tuple:
+def _max(bound: dict, params) -> Plan:
     tensors = bound["self"]
     _check_nonempty(tensors)
     if any(t.numel() == 0 for t in tensors):
         raise RuntimeError("_foreach_max cannot compute the maximum of an empty tensor; max over "
                            "zero elements is undefined.")
-    return tuple(t.max() for t in tensors)
+    return Plan([Step("max", (t,)) for t in tensors], False)
 
 
-def _clone(bound: dict, params) -> tuple:
+def _clone(bound: dict, params) -> Plan:
     tensors = bound["self"]
     _check_nonempty(tensors)
-    return tuple(t.clone(memory_format=bound["memory_format"]) for t in tensors)
+    kw = {"memory_format": bound["memory_format"]}
+    return Plan([Step("clone", (t,), kw) for t in tensors], False)
 
 
-def _mm(bound: dict, params) -> tuple:
+def _mm(bound: dict, params) -> Plan:
     tensors, others = bound["self"], bound["mat2"]
     if not tensors:
         raise RuntimeError("_foreach_mm requires non-empty tensor lists")
     if len(others) != len(tensors):
         raise RuntimeError("_foreach_mm: self and mat2 must have the same number of tensors")
-    return tuple(a.mm(b) for a, b in zip(tensors, others))
+    return Plan([Step("mm", (a, b)) for a, b in zip(tensors, others)], False)
 
 
-def _copy_(bound: dict, params):
+def _copy_(bound: dict, params) -> Plan:
     tensors, sources = bound["self"], bound["src"]
     _check_nonempty(tensors)  # before the lengths, here
     _check_lists(tensors, sources)
     _check_writable(tensors, sources)
-    for t, s in zip(tensors, sources):
-        t.copy_(s, bound["non_blocking"])
-    return tensors
+    return Plan([Step("copy_", (t, s, bound["non_blocking"]))
+                 for t, s in zip(tensors, sources)], True)
 
 
-def _zero_(bound: dict, params):
+def _zero_(bound: dict, params) -> Plan:
     tensors = bound["self"]
     _check_nonempty(tensors)
     _check_writable(tensors)
-    for t in tensors:
-        t.zero_()
-    return tensors
+    return Plan([Step("zero_", (t,)) for t in tensors], True)
 
 
 # Functions of one kind of their own, by the name ops/foreach.py declares.
@@ -539,21 +581,28 @@ _SPECIAL: dict[str, Callable] = {
 
 
 def _family(op: str) -> Callable[[str, bool], Callable]:
-    """The maker of the loop for `op`, read from the shape of its declared overloads."""
+    """The maker of the plan for `op`, read from the shape of its declared overloads."""
     last = _parse(table.OVERLOADS[op][-1])
     names = [p.name for p in last]
     if names[:3] == ["self", "tensor1", "tensor2"]:
-        return _make_pointwise
+        return _plan_pointwise
     if names[:2] == ["self", "tensors1"]:
-        return _make_lerp
-    return _make_binary
+        return _plan_lerp
+    return _plan_binary
 
 
 # ---------------------------------------------------------------- building the namespace
 
 
-def _build(name: str, signatures: tuple[str, ...], run: Callable, inplace: bool) -> Callable:
+def _build(name: str, signatures: tuple[str, ...], make_plan: Callable,
+           inplace: bool) -> Callable:
     overloads = tuple(_parse(s) for s in signatures)
+
+    def plan(args: tuple, kwargs: dict) -> Plan:
+        """The plan of a call on `args` and `kwargs` (every check made; TypeError for
+        arguments no overload takes)."""
+        params, bound = _resolve(name, overloads, args, kwargs)
+        return make_plan(bound, params)
 
     def foreach(*args, **kwargs) -> Any:
         try:
@@ -564,7 +613,7 @@ def _build(name: str, signatures: tuple[str, ...], run: Callable, inplace: bool)
             # fx's proxies among the arguments: they record the call (as for every public
             # function; tensors subclassing Tensor reach their handler through the wrapper)
             return handle_function(wrapper, args, kwargs)
-        return run(bound, params)
+        return execute(make_plan(bound, params), args[0] if args else kwargs.get("self"))
 
     base = name[len("_foreach_"):].rstrip("_")
     shown = "\n".join(f"    {name}({_overload_text(ps)})" for ps in overloads)
@@ -580,6 +629,8 @@ def _build(name: str, signatures: tuple[str, ...], run: Callable, inplace: bool)
     # the whole call.
     wrapper = _wrap_function(foreach, f"torch.{name}", 0, "fusegrad", None, name)
     wrapper._torch_function_info[0] = wrapper
+    # What the compiler reads to record the call as its per-tensor ops.
+    wrapper.foreach_plan = plan
     return wrapper
 
 
@@ -588,7 +639,7 @@ def _namespace() -> dict[str, Callable]:
     for op in table.UNARY:
         for inplace in (False, True):
             name = f"_foreach_{op}{'_' if inplace else ''}"
-            out[name] = _build(name, ("TensorList self",), _make_unary(op, inplace), inplace)
+            out[name] = _build(name, ("TensorList self",), _plan_unary(op, inplace), inplace)
     for op, signatures in table.OVERLOADS.items():
         for inplace in (False, True):
             if op in (table.IN_PLACE_ONLY if not inplace else table.OUT_OF_PLACE_ONLY):
@@ -596,8 +647,8 @@ def _namespace() -> dict[str, Callable]:
             name = f"_foreach_{op}{'_' if inplace else ''}"
             # The in-place form has only the overloads that write into their first argument.
             own = tuple(s for s in signatures if not inplace or s.startswith("TensorList self"))
-            run = _SPECIAL.get(name) or _family(op)(op, inplace)
-            out[name] = _build(name, own, run, inplace)
+            make_plan = _SPECIAL.get(name) or _family(op)(op, inplace)
+            out[name] = _build(name, own, make_plan, inplace)
     return out
 
 

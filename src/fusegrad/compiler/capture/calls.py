@@ -38,6 +38,7 @@ from . import reasons
 from .builder import holds_symbol
 from .custom_function import call_function_apply, is_function_apply
 from .exceptions import make_exception
+from .foreach import call_foreach, is_foreach
 from .functional_call import call_functional, is_functional_call
 from .guards import _is_plain_data
 from .objects import (
@@ -378,6 +379,8 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
         return call_scheduled_step(tr, fn, args, kwargs)
     if _is_normal(f) and (_has_tensor(args) or _has_tensor(kwargs.values())):
         return _tensor_normal(tr, f, args, kwargs)
+    if is_foreach(f):  # as its per-tensor calls
+        return call_foreach(tr, f, args, kwargs, call_variable)
     if _is_fusegrad_function(f) or f in _TENSOR_OPERATORS:
         name = getattr(f, "__name__", "")
         _refuse_new_leaf(kwargs)

@@ -1019,6 +1019,10 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
             joined = self._concatenate(fn, *args)
             if joined is not None:
                 return joined
+        if fn in (operator.mul, operator.imul) and not self.concrete:
+            repeated = self._repeat(fn, *args)
+            if repeated is not None:
+                return repeated
         if not self.concrete:
             for a in args:
                 if isinstance(a, ConstantVariable) and _python_operators(type(a.value)):
@@ -1080,6 +1084,24 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
             a.items.extend(b.items)  # in place, seen wherever the list is referenced
             return a
         return type(a)(a.items + b.items)
+
+    def _repeat(self, fn, a: Variable, b: Variable) -> Variable | None:
+        """`a * n` (`a *= n`, `n * a`) of a list or plain tuple of variables and a constant
+        int: the same variables repeated (`[h0] * layers` holds one tensor `layers` times),
+        or None where that is not the case."""
+        if isinstance(a, ConstantVariable) and fn is operator.mul:
+            a, b = b, a
+        if type(a) not in (ListVariable, TupleVariable, OutsideListVariable) or \
+                a.cls is not None or not isinstance(b, ConstantVariable) or \
+                type(b.value) not in (int, bool):
+            return None
+        if fn is operator.imul and isinstance(a, ListVariable):
+            if a.source is not None:
+                raise Unsupported("*= on a list from outside the graph")
+            a.items = a.items * b.value  # in place, seen wherever the list is referenced
+            return a
+        kind = TupleVariable if type(a) is TupleVariable else ListVariable
+        return kind(a.items * b.value)
 
     def _as_sequence(self, v: Variable, other: Variable) -> Variable:
         """`v`, a constant tuple (or list) added to a tuple (list) variable, as a new
