@@ -420,7 +420,7 @@ def test_reading_an_input_gradient_is_recorded(fn, backend):
 
 def test_tensor_keyed_mapping_never_gets_a_fake_key():
     """`state[p]` of a defaultdict keyed by an input tensor: the real tensor's item (read
-    through both sources); a missing key breaks and is made for real, as eagerly - the
+    through both sources); a missing key's item is made for the real key, as eagerly - the
     capture once made an item keyed by its fake tensor in the user's dict."""
     import collections
 

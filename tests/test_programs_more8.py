@@ -1404,10 +1404,6 @@ def test_compiled_matches_eager(prog, backend):
 # instead, the values are still right (test_compiled_matches_eager): the break only costs the
 # graph. Each gap's minimal repro is in the reason.
 _CAPTURE_GAPS = {
-    "sam_two_step":
-        "its first step reads a missing key of the optimizer's state (a defaultdict keyed "
-        "by a parameter: `self.state[p]['e_w'] = e`), which makes the item: a graph break "
-        "on the first call, where torch records the new item; later calls are one graph",
     "pruning_surgery":
         "a module pruned by torch.nn.utils.prune (its forward pre-hook is a callable "
         "BasePruningMethod object that setattr()s the masked weight and returns None): "

@@ -899,7 +899,14 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
         if key is None or src is None:
             raise Unsupported("a mapping indexed by a tensor the graph computes")
         if key not in obj.value:
-            raise Unsupported("a missing tensor key of a mapping (a defaultdict makes it)")
+            if type(obj.value) is not collections.defaultdict or \
+                    obj.value.default_factory is not dict:
+                raise Unsupported("a missing tensor key of a mapping (a defaultdict makes it)")
+            # An optimizer's lazy state (`self.state[p]` of its first step): the entry is
+            # made now, as the read makes it eagerly (this path is the one the program takes
+            # on every call these guards pass); the items the graph stores into it are set
+            # after the graph.
+            obj.value[key] = {}
         return self.builder.wrap(obj.value[key], f"{src}[{source}]")
 
     def _constant_item(self, obj: ConstantVariable, index) -> Variable:
