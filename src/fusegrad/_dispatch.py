@@ -55,6 +55,7 @@ from ._recording import (  # noqa: F401 - `_edge`, `_wrap`, `save_partners`...: 
     save_result,
     save_shape,
     sync_view,
+    view_requires_grad,
 )
 from ._tensor import Tensor
 from ._thread_state import active as _active
@@ -187,20 +188,20 @@ def call(op, *args):
         cls = a.__class__
         if cls is Tensor:  # the common case first: an exact plain Tensor
             raw.append(a._data)
-            if a._rg:
+            if a._rg or a._base is not None and view_requires_grad(a):
                 needs_grad = True
         elif isinstance(a, Tensor):
             if not a._plain:
                 return _call_slow(op, args)
             raw.append(a._data)
-            if a._rg:
+            if a._rg or a._base is not None and view_requires_grad(a):
                 needs_grad = True
         elif cls is list or cls is tuple:
             if op.list_arg:
                 for t in a:
                     if not (isinstance(t, Tensor) and t._plain):
                         return _call_slow(op, args)
-                    if t._rg:
+                    if t._rg or t._base is not None and view_requires_grad(t):
                         needs_grad = True
                 raw.append([t._data for t in a])
             else:
@@ -225,11 +226,11 @@ def _requires_grad(op, args) -> bool:
         if i in nondiff:
             continue
         if isinstance(a, Tensor):
-            if a._rg:
+            if a._rg or a._base is not None and view_requires_grad(a):
                 return True
         elif op.list_arg and (a.__class__ is list or a.__class__ is tuple):
             for t in a:
-                if t._rg:
+                if t._rg or t._base is not None and view_requires_grad(t):
                     return True
     return False
 

@@ -42,6 +42,7 @@ from ._recording import (
     _weakref,
     _wrap,
     sync_view,
+    view_requires_grad,
 )
 from ._tensor import Tensor
 from .autograd.grad_mode import check_inference_save
@@ -98,8 +99,8 @@ def _call_unary(op, a):
         result._post_acc_hooks = None
         if _tensor._on_new is not None:  # new tensors watched (`_tensor.watch_new_tensors`)
             _tensor._on_new(result)
-    if a._rg and (not _active.grad_off or _local.grad_enabled) and \
-            op.differentiable:
+    if (a._rg or a._base is not None and view_requires_grad(a)) and \
+            (not _active.grad_off or _local.grad_enabled) and op.differentiable:
         if cls is tuple or not op.plain_args:
             _record(op, (a,), result)
             return result
@@ -272,8 +273,9 @@ def _call_tensors(op, a, b):
         result._post_acc_hooks = None
         if _tensor._on_new is not None:  # new tensors watched (`_tensor.watch_new_tensors`)
             _tensor._on_new(result)
-    if (a._rg or b._rg) and (not _active.grad_off or _local.grad_enabled) and \
-            op.differentiable:
+    if (a._rg or a._base is not None and view_requires_grad(a) or
+            b._rg or b._base is not None and view_requires_grad(b)) and \
+            (not _active.grad_off or _local.grad_enabled) and op.differentiable:
         if cls is tuple or not op.plain_args:
             _record(op, (a, b), result)
             return result
@@ -518,8 +520,8 @@ def _call_binary(op, a, b):
         result._post_acc_hooks = None
         if _tensor._on_new is not None:  # new tensors watched (`_tensor.watch_new_tensors`)
             _tensor._on_new(result)
-    if a._rg and (not _active.grad_off or _local.grad_enabled) and \
-            op.differentiable:
+    if (a._rg or a._base is not None and view_requires_grad(a)) and \
+            (not _active.grad_off or _local.grad_enabled) and op.differentiable:
         if cls is tuple or not op.plain_args:
             _record(op, (a, b), result)
             return result
@@ -695,8 +697,8 @@ def _call_ints(op, a, b, c):
         result._post_acc_hooks = None
         if _tensor._on_new is not None:  # new tensors watched (`_tensor.watch_new_tensors`)
             _tensor._on_new(result)
-    if a._rg and (not _active.grad_off or _local.grad_enabled) and \
-            op.differentiable:
+    if (a._rg or a._base is not None and view_requires_grad(a)) and \
+            (not _active.grad_off or _local.grad_enabled) and op.differentiable:
         if cls is tuple or not op.plain_args or op.tensor_args:
             _record(op, (a, b, c), result)
             return result
@@ -861,8 +863,10 @@ def _call_three(op, a, b, c):
         result._post_acc_hooks = None
         if _tensor._on_new is not None:  # new tensors watched (`_tensor.watch_new_tensors`)
             _tensor._on_new(result)
-    if (a._rg or b._rg or c._rg) and (not _active.grad_off or _local.grad_enabled) and \
-            op.differentiable:
+    if (a._rg or a._base is not None and view_requires_grad(a) or
+            b._rg or b._base is not None and view_requires_grad(b) or
+            c._rg or c._base is not None and view_requires_grad(c)) and \
+            (not _active.grad_off or _local.grad_enabled) and op.differentiable:
         if cls is tuple or not op.plain_args:
             _record(op, (a, b, c), result)
             return result
@@ -1131,8 +1135,8 @@ def _call_list(op, args, raw, needs_grad):
         result._post_acc_hooks = None
         if _tensor._on_new is not None:  # new tensors watched (`_tensor.watch_new_tensors`)
             _tensor._on_new(result)
-    if needs_grad and (not _active.grad_off or _local.grad_enabled) and \
-            op.differentiable:
+    if needs_grad and \
+            (not _active.grad_off or _local.grad_enabled) and op.differentiable:
         _record(op, args, result)
     return result
 
@@ -1197,8 +1201,8 @@ def make_calls(call, call_slow):
             result._post_acc_hooks = None
             if _tensor._on_new is not None:  # new tensors watched (`_tensor.watch_new_tensors`)
                 _tensor._on_new(result)
-        if a._rg and (not _active.grad_off or _local.grad_enabled) and \
-                op.differentiable:
+        if (a._rg or a._base is not None and view_requires_grad(a)) and \
+                (not _active.grad_off or _local.grad_enabled) and op.differentiable:
             if cls is tuple or not op.plain_args:
                 _record(op, (a,), result)
                 return result
@@ -1377,8 +1381,9 @@ def make_calls(call, call_slow):
                 result._post_acc_hooks = None
                 if _tensor._on_new is not None:  # new tensors watched (`_tensor.watch_new_tensors`)
                     _tensor._on_new(result)
-            if (a._rg or b._rg) and (not _active.grad_off or _local.grad_enabled) and \
-                    op.differentiable:
+            if (a._rg or a._base is not None and view_requires_grad(a) or
+                    b._rg or b._base is not None and view_requires_grad(b)) and \
+                    (not _active.grad_off or _local.grad_enabled) and op.differentiable:
                 if cls is tuple or not op.plain_args:
                     _record(op, (a, b), result)
                     return result
@@ -1620,8 +1625,8 @@ def make_calls(call, call_slow):
             result._post_acc_hooks = None
             if _tensor._on_new is not None:  # new tensors watched (`_tensor.watch_new_tensors`)
                 _tensor._on_new(result)
-        if a._rg and (not _active.grad_off or _local.grad_enabled) and \
-                op.differentiable:
+        if (a._rg or a._base is not None and view_requires_grad(a)) and \
+                (not _active.grad_off or _local.grad_enabled) and op.differentiable:
             if cls is tuple or not op.plain_args:
                 _record(op, (a, b), result)
                 return result
@@ -1801,8 +1806,8 @@ def make_calls(call, call_slow):
             result._post_acc_hooks = None
             if _tensor._on_new is not None:  # new tensors watched (`_tensor.watch_new_tensors`)
                 _tensor._on_new(result)
-        if a._rg and (not _active.grad_off or _local.grad_enabled) and \
-                op.differentiable:
+        if (a._rg or a._base is not None and view_requires_grad(a)) and \
+                (not _active.grad_off or _local.grad_enabled) and op.differentiable:
             if cls is tuple or not op.plain_args or op.tensor_args:
                 _record(op, (a, b, c), result)
                 return result
@@ -1990,8 +1995,9 @@ def make_operator(op, protocol, fast):
                 result._post_acc_hooks = None
                 if _tensor._on_new is not None:  # new tensors watched (`_tensor.watch_new_tensors`)
                     _tensor._on_new(result)
-            if (a._rg or b._rg) and (not _active.grad_off or _local.grad_enabled) and \
-                    op.differentiable:
+            if (a._rg or a._base is not None and view_requires_grad(a) or
+                    b._rg or b._base is not None and view_requires_grad(b)) and \
+                    (not _active.grad_off or _local.grad_enabled) and op.differentiable:
                 if cls is tuple or not op.plain_args:
                     _record(op, (a, b), result)
                     return result
@@ -2233,8 +2239,8 @@ def make_operator(op, protocol, fast):
             result._post_acc_hooks = None
             if _tensor._on_new is not None:  # new tensors watched (`_tensor.watch_new_tensors`)
                 _tensor._on_new(result)
-        if a._rg and (not _active.grad_off or _local.grad_enabled) and \
-                op.differentiable:
+        if (a._rg or a._base is not None and view_requires_grad(a)) and \
+                (not _active.grad_off or _local.grad_enabled) and op.differentiable:
             if cls is tuple or not op.plain_args:
                 _record(op, (a, b), result)
                 return result
@@ -2430,8 +2436,9 @@ def make_matrix_operator(op, protocol, fast):
             result._post_acc_hooks = None
             if _tensor._on_new is not None:  # new tensors watched (`_tensor.watch_new_tensors`)
                 _tensor._on_new(result)
-        if (a._rg or b._rg) and (not _active.grad_off or _local.grad_enabled) and \
-                op.differentiable:
+        if (a._rg or a._base is not None and view_requires_grad(a) or
+                b._rg or b._base is not None and view_requires_grad(b)) and \
+                (not _active.grad_off or _local.grad_enabled) and op.differentiable:
             if cls is tuple or not op.plain_args:
                 _record(op, (a, b), result)
                 return result

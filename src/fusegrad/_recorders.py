@@ -98,6 +98,7 @@ from ._recording import (
     _weakref,
     _wrap,
     sync_view,
+    view_requires_grad,
 )
 from ._tensor import Tensor
 from .autograd.grad_mode import check_inference_save
@@ -128,8 +129,8 @@ BODY = '''\
         if cls is not _ndarray:
             out = np.asarray(out)
 {make}
-    if {needs_grad} and (not _active.grad_off or _local.grad_enabled) and \\
-            op.differentiable:
+    if {needs_grad} and \\
+            (not _active.grad_off or _local.grad_enabled) and op.differentiable:
 {record}
     return result'''
 
@@ -565,9 +566,14 @@ def _shape_body(shape: str) -> str:
     return BODY.format(
         kernel_call=kernel_call, meta_args=", ".join(params), first=params[0],
         make=MAKE.format(first=params[0], dt="dt = "),
-        needs_grad=tensors[0] + "._rg" if len(tensors) == 1
-        else " or ".join(t + "._rg" for t in tensors).join("()"),
+        needs_grad=" or\n            ".join(_needs_grad(t) for t in tensors).join("()"),
         record=record.rstrip("\n"))
+
+
+def _needs_grad(t: str) -> str:
+    """The test that tensor argument `t` requires grad: its flag, or for a view whose flag
+    is off, whether a write into its base since gave it a history (`view_requires_grad`)."""
+    return f"{t}._rg or {t}._base is not None and view_requires_grad({t})"
 
 
 def _shape_source(shape: str, name: str) -> str:

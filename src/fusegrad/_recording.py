@@ -169,6 +169,17 @@ def sync_view(t) -> None:
         _record(as_strided, (base, size, stride, offset), t)
 
 
+def view_requires_grad(t) -> bool:
+    """Whether view `t` requires grad now (the recorders ask it of a view whose flag is
+    off): its base, or another view of it, may have been written in place with history
+    since `t` was made, which gives `t` a history too (`sync_view`), as PyTorch's views
+    answer from their regenerated grad_fn. A view made under no_grad keeps its flag."""
+    ver = t._view_ver
+    if ver is not None and ver >= 0 and ver != t._vc[0]:
+        sync_view(t)
+    return t._rg
+
+
 _tensor.use_view_sync(sync_view)
 
 

@@ -30,6 +30,7 @@ from .._recording import (
     _save_into,
     _seq,
     sync_view,
+    view_requires_grad,
 )
 from .._tensor import Tensor
 from .views import select, view
@@ -67,7 +68,7 @@ def select_first(a, index: int, data, shape: tuple):
     result._post_acc_hooks = None
     if _tensor._on_new is not None:  # new tensors watched (`_tensor.watch_new_tensors`)
         _tensor._on_new(result)
-    if a._rg and grad:
+    if (a._rg or a._base is not None and view_requires_grad(a)) and grad:
         _record_view(select, a, data, result, out, dt, (shape, 0, index))
     return result
 
@@ -113,7 +114,7 @@ def view_shape(a, shape: tuple):
     result._post_acc_hooks = None
     if _tensor._on_new is not None:  # new tensors watched (`_tensor.watch_new_tensors`)
         _tensor._on_new(result)
-    if a._rg and grad:
+    if (a._rg or a._base is not None and view_requires_grad(a)) and grad:
         _record_view(view, a, data, result, out, dt, (data.shape,))
     return result
 
