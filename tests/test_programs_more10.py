@@ -1558,18 +1558,7 @@ _TORCH_BREAKS = {
 # Programs where fusegrad breaks the graph more often than torch does; each gap's minimal repro
 # is in the reason. Where it breaks instead, the values are still right
 # (test_compiled_matches_eager): the break only costs the graph.
-_CAPTURE_GAPS = {
-    "moco_momentum_queue":
-        "in-place foreach ops break the graph (their result, the list of the tensors they "
-        "changed, is not captured): fg.compile(f, backend='eager')(ps, qs) with def f(ps, "
-        "qs): fg._foreach_mul_(ps, 0.9); fg._foreach_add_(ps, qs, alpha=0.1); return "
-        "ps[0] * 2 takes two graph breaks ('an op returned list'); torch captures it whole. "
-        "And a break inside a function decorated with @no_grad() is taken once more than "
-        "torch takes it (the decorator's wrapper frame is compiled as well): with buf = "
-        "fg.zeros(1, dtype=fg.long), @fg.no_grad() def bump(x): ptr = int(buf); buf[0] = "
-        "ptr + 1; return x + ptr, fg.compile(lambda x: bump(x * 2) * 3, backend='eager')"
-        "(fg.ones(2)) takes 3 breaks ('int() with tensor arguments'), torch 2",
-}
+_CAPTURE_GAPS: dict = {}
 
 
 def _break_count(lib, prog):

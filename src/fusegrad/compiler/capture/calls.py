@@ -19,6 +19,7 @@ import functools
 import inspect
 import math
 import operator
+import os
 import sys
 import types
 import warnings
@@ -1730,10 +1731,22 @@ def _callee(wrap, f):
     one of fusegrad's own layers or distributions (`fusegrad.nn.modules`, which capture
     inlines like a user's) uncaptured, as Dynamo never compiles a frame of torch's own code
     (its graph breaks, a warning in a loop over layers, would each split it), but with the
-    user functions it calls captured (a user's block inside an `nn.Sequential`)."""
-    if (getattr(f, "__module__", None) or "").startswith("fusegrad."):
+    user functions it calls captured (a user's block inside an `nn.Sequential`). A wrapper
+    of fusegrad's around a user function (`@no_grad()`'s, which takes the user function's
+    `__module__`) is fusegrad's code, known by its file: its frame is not captured either
+    (Dynamo would report each break inside the user function twice)."""
+    if (getattr(f, "__module__", None) or "").startswith("fusegrad.") or \
+            _in_package(getattr(getattr(f, "__code__", None), "co_filename", "")):
         return functools.partial(run_library_frame, f, wrap)
     return wrap(f)
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _in_package(filename: str) -> bool:
+    """Whether `filename` is a file of fusegrad's own package."""
+    return filename.startswith(_PACKAGE_DIR + os.sep)
 
 
 # Code flags of frames that do not run to a return in one go.
