@@ -138,6 +138,24 @@ class GuardSet:
             if first:
                 self._first.append(expr)
 
+    def mark(self) -> tuple:
+        """Where the set stands now, for `rollback`."""
+        return len(self.exprs), len(self.tensors), len(self._first), set(self._contents)
+
+    def rollback(self, mark: tuple) -> None:
+        """Forget the guards added since `mark` (those of an instruction that runs for real
+        at a graph break: the graph does not depend on what it read, and a guard on the
+        identity of an object it was given, a generator new on every call, would fail on
+        every later call)."""
+        n_exprs, n_tensors, n_first, contents = mark
+        for expr in self.exprs[n_exprs:]:
+            self._seen.discard(expr)
+        del self.exprs[n_exprs:]
+        del self._first[n_first:]
+        for source in list(self.tensors)[n_tensors:]:
+            del self.tensors[source]
+        self._contents = contents
+
     def tensor(self, source: str, t: Tensor, dynamic=()) -> None:
         """Guard a tensor input's type, shape, dtype and requires_grad (sizes at `dynamic`
         are symbolic: any, with the tensor contiguous)."""

@@ -391,6 +391,7 @@ class FrameRunner:
             before_locals = dict(tr.locals.loaded)
             before_kw = tr.kw_names
             mark = len(builder.created)
+            guard_mark = builder.guards.mark()
             n_stores = len(builder.stores)
             # An inlined call that breaks may already have changed containers of the frame
             # (advanced an iterator, appended to a list): the break needs them as before.
@@ -408,6 +409,7 @@ class FrameRunner:
                 break
             except Unsupported as e:
                 builder.discard_since(mark)  # what the failed instruction recorded
+                builder.guards.rollback(guard_mark)  # and what it read (it runs for real)
                 del builder.stores[n_stores:]
                 _restore(saved)
                 inst = tr.current
