@@ -51,6 +51,7 @@ from .variables import (
     ListContents,
     ListVariable,
     MethodVariable,
+    OutsideIteratorVariable,
     OutsideListVariable,
     PartialVariable,
     SliceVariable,
@@ -391,6 +392,10 @@ class GraphBuilder:
             self.guards.add(f"type({source}) is set")
             self.guards.contents(source, value)
             return ConstantVariable(value, source)
+        if type(value) is types.GeneratorType:
+            self.guards.add(f"type({source}) is "
+                            f"{self.guards.ref(types.GeneratorType, 'generator')}")
+            return OutsideIteratorVariable(types.GeneratorType, source)
         if self.follow_objects:
             from .objects import follow_outside
 

@@ -80,6 +80,7 @@ from .variables import (
     MethodVariable,
     NestedFunctionVariable,
     ObjectVariable,
+    OutsideIteratorVariable,
     OutsideListVariable,
     PartialVariable,
     TensorVariable,
@@ -886,6 +887,9 @@ def _call_builtin(tr, f, args, kwargs) -> Variable:
     if f is int and len(args) == 1 and not kwargs and isinstance(args[0], ConstantVariable) \
             and isinstance(args[0].value, SymInt):
         return args[0]  # `int(k)` of a symbolic int is itself, as PyTorch's SymInt: no guard
+    if f is type and len(args) == 1 and not kwargs and \
+            isinstance(args[0], OutsideIteratorVariable):
+        return ConstantVariable(args[0].cls)  # (its type is guarded)
     if f is len and len(args) == 1:
         a = args[0]
         if isinstance(a, TensorVariable):

@@ -22,6 +22,7 @@ from .variables import (
     LazyIteratorVariable,
     ListVariable,
     ObjectVariable,
+    OutsideIteratorVariable,
     SetVariable,
     SliceVariable,
     TensorVariable,
@@ -177,6 +178,8 @@ class ContainerOpcodes:
             if self.concrete:
                 return [ConstantVariable(x) for x in values]
             return self._unpack_constant(v, values)
+        if isinstance(v, OutsideIteratorVariable):
+            raise Unsupported("iterating over an iterator from outside the graph")
         raise Unsupported(f"unpacking {type(v).__name__}")
 
     @staticmethod

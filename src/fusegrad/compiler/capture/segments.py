@@ -63,6 +63,7 @@ from .variables import (
     NestedFunctionVariable,
     NullVariable,
     ObjectVariable,
+    OutsideIteratorVariable,
     OutsideListVariable,
     PartialVariable,
     SetVariable,
@@ -774,6 +775,8 @@ def _spec_value(v, outputs: _Outputs):
         return ("region", v.args)  # entered again for real after the graph
     if isinstance(v, ObjectVariable) and v.source is not None:
         return ("source", v.source)  # a real object from outside (its writes replayed)
+    if isinstance(v, OutsideIteratorVariable):
+        return ("source", v.source)  # (never read while translating)
     if isinstance(v, (ObjectVariable, WeakRefVariable)):
         # A new instance holding the rebuilt attributes, or a weak reference to one.
         from .objects import object_spec

@@ -45,6 +45,7 @@ from .variables import (
     NestedFunctionVariable,
     NullVariable,
     ObjectVariable,
+    OutsideIteratorVariable,
     OutsideListVariable,
     PartialVariable,
     SetVariable,
@@ -1260,7 +1261,7 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
 
     def FOR_ITER(self, inst):  # noqa: N802
         it = self.stack[-1]
-        if isinstance(it, ConstantVariable) and not self.concrete:
+        if isinstance(it, (ConstantVariable, OutsideIteratorVariable)) and not self.concrete:
             # A real iterator (a comprehension's argument on 3.11): next() would consume it.
             raise Unsupported("iterating over an iterator from outside the graph")
         if isinstance(it, ConstantVariable):  # concrete mode

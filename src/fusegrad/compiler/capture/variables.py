@@ -165,6 +165,22 @@ class OutsideListVariable(ListVariable):
         return True
 
 
+class OutsideIteratorVariable(Variable):
+    """A generator from outside the graph (`model.parameters()` passed in): new on every
+    call, so it is guarded by its type, not its identity. Nothing reads it while translating
+    (iterating it would use it up, and a graph could not read it again): any use of it is
+    a graph break, and the state rebuilt at a break reads it from its source."""
+
+    __slots__ = ("cls",)
+
+    def __init__(self, cls: type, source: str):
+        super().__init__(source)
+        self.cls = cls
+
+    def python_type(self) -> type:
+        return self.cls
+
+
 class DictViewVariable(TupleVariable):
     """`d.keys()`, `d.values()` or `d.items()` of a dict variable: a live view, whose items
     are the dict's as they are when it is read (a key added later is seen), unlike a tuple
