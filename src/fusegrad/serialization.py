@@ -400,11 +400,12 @@ def load(f, map_location=None, pickle_module: Any = None, *, weights_only: bool 
             TO_META.reset(token)
     trusted = weights_only is False
     if isinstance(f, (str, os.PathLike)):
+        # (the storages are read into memory: with `mmap` the values are the same)
         with open(f, "rb") as fh:
-            return _load_file(fh, trusted)
+            return _load_file(fh, trusted, mmap, f)
     if not (hasattr(f, "seekable") and f.seekable()):
         f = io.BytesIO(f.read())
-    return _load_file(f, trusted)
+    return _load_file(f, trusted, mmap)
 
 
 def _check_map_location(map_location) -> bool:
@@ -431,7 +432,8 @@ def _check_map_location(map_location) -> bool:
     return to_meta
 
 
-def _load_file(f: IO[bytes], trusted: bool = False) -> Any:
+def _load_file(f: IO[bytes], trusted: bool = False, mmap: bool | None = None,
+               path=None) -> Any:
     start = f.tell()
     head = f.read(9)
     size = f.seek(0, os.SEEK_END) - start
@@ -442,8 +444,16 @@ def _load_file(f: IO[bytes], trusted: bool = False) -> Any:
         z = zipfile.ZipFile(f)
     except zipfile.BadZipFile:
         f.seek(start)
+        if mmap:  # PyTorch's refusal, before it reads the old format
+            name = f"{path}, " if isinstance(path, str) else ""
+            raise RuntimeError(
+                "mmap can only be used with files saved with "
+                f"`torch.save({name}_use_new_zipfile_serialization=True), please torch.save "
+                "your checkpoint with this option in order to use mmap.") from None
         raise _not_a_checkpoint(f, size, head, trusted) from None
     with z:
+        if mmap and path is None:  # (a buffer or open file cannot be mapped)
+            raise ValueError("f must be a file path in order to use the mmap argument")
         return read_zip_checkpoint(z, size, weights_only=not trusted)
 
 

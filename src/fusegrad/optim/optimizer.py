@@ -201,6 +201,11 @@ class Optimizer:
     # (option, value) pairs `__setstate__` gives groups that lack them, as PyTorch's
     # optimizers do in theirs (a loaded older state_dict, an unpickled optimizer).
     _SETSTATE_DEFAULTS: tuple = ()
+    # Whether a loaded state's `step` saved as a Python number becomes the scalar tensor the
+    # updates count in: PyTorch's optimizers with a `__setstate__` (those with defaults
+    # above) convert it there, except SGD, which keeps no step; an optimizer a user writes
+    # on the base class keeps the number it saved.
+    _numeric_step_to_tensor = True
     # Whether a `fused=True` group checks only the first parameter with a gradient, once per
     # optimizer (PyTorch's SGD and Adagrad), rather than each parameter as its state is made.
     _fused_check_once = False
@@ -747,12 +752,15 @@ class Optimizer:
             if "param_names" in g and "param_names" not in s:
                 s["param_names"] = g["param_names"]
             new_groups.append(s)
-        for v in state.values():
-            # A step saved as a number (by older versions) becomes the scalar tensor the
-            # updates count in.
-            step = v.get("step") if isinstance(v, dict) else None
-            if isinstance(step, (int, float)) and not isinstance(step, bool):
-                v["step"] = Tensor._make(np.array(float(step), dtype=np.float32))
+        if self._SETSTATE_DEFAULTS and self._numeric_step_to_tensor:
+            for g in new_groups:
+                for p in g["params"]:
+                    # A step saved as a number (by older versions) becomes the scalar tensor
+                    # the updates count in.
+                    v = state.get(p)
+                    step = v.get("step") if isinstance(v, dict) else None
+                    if isinstance(step, (int, float)) and not isinstance(step, bool):
+                        v["step"] = Tensor._make(np.array(float(step), dtype=np.float32))
         self.__setstate__({"state": state, "param_groups": new_groups})
         for hook in self._optimizer_load_state_dict_post_hooks.values():
             hook(self)

@@ -30,6 +30,7 @@ class SGD(Optimizer):
     _sparse_grads = True
     _foreach_differentiable = True
 
+    _numeric_step_to_tensor = False  # (PyTorch's SGD keeps no step to convert)
     _SETSTATE_DEFAULTS = (("nesterov", False), ("maximize", False), ("foreach", None),
                         ("differentiable", False), ("fused", False))
 

@@ -25,6 +25,7 @@ from .dropout import Dropout
 from .linear import Linear
 from .module import Module
 from .normalization import LayerNorm
+from .rnn import _compiling
 
 
 def _get_activation_fn(activation: str):
@@ -246,6 +247,10 @@ class TransformerEncoder(Module):
         first = self.layers[0] if len(self.layers) else None
         if (first is None or not _fast_path_switches() or not self.use_nested_tensor
                 or first.training or src.dim() != 3 or key_padding_mask is None):
+            return None
+        if self.mask_check and _compiling():
+            # PyTorch skips the left-alignment check (it reads the mask's values) under
+            # torch.compile by taking the ordinary path: padded positions keep their values
             return None
         if self.mask_check and key_padding_mask.is_meta:  # (PyTorch's check reads values)
             from ..._meta import no_meta_kernel
