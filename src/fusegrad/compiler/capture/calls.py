@@ -339,6 +339,12 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
         return inline(tr, f._orig, args, kwargs)
     if is_plain_namedtuple(f):
         return _make_namedtuple(tr, fn, args, kwargs)
+    if _subclassed_namedtuple(f):  # (`PackedSequence(...)`: its own `__new__` inlined)
+        return inline(tr, f.__new__, [fn] + args, kwargs)
+    if _is_namedtuple_new(f) and args and isinstance(args[0], ConstantVariable) and \
+            _namedtuple_class(args[0].value):
+        # `super().__new__(cls, ...)` in a named tuple subclass's `__new__`
+        return _named_tuple_of(args[0].value, f, args[1:], kwargs)
     if args and isinstance(args[0], ObjectVariable) or \
             f is object.__new__ and len(args) == 1:
         made = _object_call(tr, f, args, kwargs)
@@ -617,6 +623,41 @@ def _make_namedtuple(tr, fn: ConstantVariable, args: list, kwargs: dict) -> Vari
     return TupleVariable(items, cls=cls)
 
 
+def _namedtuple_class(c) -> bool:
+    """Whether `c` is a named tuple class (made by `namedtuple`, maybe subclassed)."""
+    return isinstance(c, type) and issubclass(c, tuple) and hasattr(c, "_fields") and \
+        hasattr(c, "_make")
+
+
+def _is_namedtuple_new(f) -> bool:
+    """Whether `f` is the `__new__` `namedtuple` generates."""
+    return isinstance(f, types.FunctionType) and f.__name__ == "__new__" and \
+        (f.__doc__ or "").startswith("Create new instance of ")
+
+
+def _subclassed_namedtuple(f) -> bool:
+    """A named tuple subclass whose own `__new__` is Python that ends in the generated one
+    (`PackedSequence`: checks, then `super().__new__(cls, ...)`), with no `__init__`: its
+    construction is inlined."""
+    if not _namedtuple_class(f) or is_plain_namedtuple(f) or \
+            not isinstance(f.__new__, types.FunctionType) or _is_namedtuple_new(f.__new__):
+        return False
+    return all("__init__" not in vars(k) for k in f.__mro__[:f.__mro__.index(tuple)])
+
+
+def _named_tuple_of(cls: type, new, args: list, kwargs: dict) -> Variable:
+    """A tuple variable of named tuple class `cls` made by its generated `__new__` `new`
+    from `args` (a default it fills in must not be needed: nothing guards it here)."""
+    try:
+        bound = inspect.signature(new).bind(cls, *args, **kwargs)
+    except TypeError as e:  # raised by the real call, after the graph
+        raise Unsupported(f"calling {cls.__name__}: {e}") from None
+    missing = [n for n in cls._fields if n not in bound.arguments]
+    if missing:
+        raise Unsupported(f"{cls.__name__} made with its defaults for {missing}")
+    return TupleVariable([bound.arguments[n] for n in cls._fields], cls=cls)
+
+
 def _classes(spec) -> list:
     """The classes of `isinstance`'s second argument (a class or nested tuples of them)."""
     if isinstance(spec, tuple):
@@ -890,6 +931,10 @@ def _call_builtin(tr, f, args, kwargs) -> Variable:
     if f is type and len(args) == 1 and not kwargs and \
             isinstance(args[0], OutsideIteratorVariable):
         return ConstantVariable(args[0].cls)  # (its type is guarded)
+    if f is type and len(args) == 1 and not kwargs and type(args[0]) in (
+            TupleVariable, ListVariable):
+        # (a named tuple's class: an op's result, a PackedSequence; else the container's)
+        return ConstantVariable(args[0].python_type())
     if f is len and len(args) == 1:
         a = args[0]
         if isinstance(a, TensorVariable):
