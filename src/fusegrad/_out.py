@@ -30,6 +30,7 @@ Functions PyTorch gives no `out` raise its TypeError; `bernoulli` and `multinomi
 
 from __future__ import annotations
 
+import copy
 import inspect
 import sys
 import types
@@ -44,7 +45,9 @@ from ._tensor import Tensor
 from ._thread_state import local as _local
 from ._warn import warn_at_caller
 from .autograd.grad_mode import no_grad
+from .autograd.graph import node_class
 from .ops import out_facts as facts
+from .ops.arithmetic import not_implemented_derivative
 from .ops.inplace import copy_ as _copy_op
 from .ops.spellings import ALIASES
 
@@ -337,10 +340,14 @@ def write_out(plan: OutPlan, out, args: tuple, kwargs: dict):
         _forward_ad().check_out(forward_op, name in facts.ALWAYS_RESIZED, (args, kwargs),
                                 outs, written=False)
     through_autograd = name in facts.COPIES_THROUGH_AUTOGRAD
+    inherits = False  # `out` takes the result's NotImplemented history
+    made: dict = {}  # the results' nodes -> their NotImplemented nodes (one per node)
     if _local.grad_enabled and not through_autograd:
-        op = facts.grad_name(name)
-        # An op PyTorch does not differentiate ignores inputs that require grad.
+        op = facts.grad_name(name, kwargs)
+        # An op PyTorch does not differentiate ignores inputs that require grad: its `out`
+        # records the op's NotImplemented node instead.
         inputs_count = not op.startswith("aten::")
+        inherits = not inputs_count
         differentiable = name not in facts.NOT_DIFFERENTIABLE
         for r, o in zip(results, outs):
             if isinstance(r, Tensor) and ((r.requires_grad and inputs_count) or (
@@ -349,6 +356,8 @@ def write_out(plan: OutPlan, out, args: tuple, kwargs: dict):
                 raise RuntimeError(facts.GRAD_ERROR.format(op))
 
     _check_overlap(name, outs, args, kwargs, results)
+    warn = None if name in facts.SILENT_RESIZE else \
+        facts.RESIZE_WARNINGS.get(name, facts.RESIZE_WARNING)
     rule = (single and facts.SINGLE_RESULT_RULES.get(name)) or \
         facts.DTYPE_RULES.get(name, facts.DEFAULT_RULE)
     per_output = rule.__class__ is list
@@ -356,19 +365,13 @@ def write_out(plan: OutPlan, out, args: tuple, kwargs: dict):
         if isinstance(r, Tensor):
             _check_dtype(rule[i] if per_output else rule, name, r, o)
 
-    warn = None if name in facts.SILENT_RESIZE else \
-        facts.RESIZE_WARNINGS.get(name, facts.RESIZE_WARNING)
+    _resize_outs(results, outs, warn, through_autograd)
     for r, o in zip(results, outs):
         if not isinstance(r, Tensor):
             continue
-        if tuple(o.shape) != tuple(r.shape):
-            if through_autograd and o.requires_grad and _local.grad_enabled:
-                raise RuntimeError("a leaf Variable that requires grad is being used in an "
-                                   "in-place operation.")
-            _resize(o, tuple(r.shape), warn)
         if through_autograd:
             o.copy_(r)
-        else:
+        elif not (inherits and _write_with_history(o, r, op, args, kwargs, made)):
             with no_grad():
                 call(_copy_op, o, r)
     if forward_op is not None:  # (PyTorch's out= kernels refuse tangents once they ran)
@@ -378,6 +381,71 @@ def write_out(plan: OutPlan, out, args: tuple, kwargs: dict):
             if type(result).__module__ == return_types.__name__ else None
         return named(*outs) if named is not None else tuple(outs)
     return out
+
+
+def _resize_outs(results: list, outs: list, warn: str | None, through_autograd: bool) -> None:
+    """Resize each out of another shape than its result (`warn`: the deprecation warning for
+    one that had elements, None for none)."""
+    for r, o in zip(results, outs):
+        if isinstance(r, Tensor) and tuple(o.shape) != tuple(r.shape):
+            if through_autograd and o.requires_grad and _local.grad_enabled:
+                raise RuntimeError("a leaf Variable that requires grad is being used in an "
+                                   "in-place operation.")
+            _resize(o, tuple(r.shape), warn)
+
+
+_NOT_IMPLEMENTED: dict = {}  # ATen op name -> the NotImplemented node class of its out=
+
+
+def _not_implemented(node, aten: str):
+    """`node` (a registry op's, of a result no one else holds) as PyTorch's out= kernel of
+    an op without a derivative records it: a NotImplemented node over the same inputs, whose
+    backward raises PyTorch's error for `aten` ("aten::t_copy"). None for another node."""
+    op = type(node)._op
+    if op is None or op.node == "NotImplemented":
+        return node if op is not None else None
+    cls = _NOT_IMPLEMENTED.get(aten)
+    if cls is None:
+        stand_in = copy.copy(op)  # (no saved values: the derivative reads none)
+        stand_in.derivative = not_implemented_derivative(aten.partition("::")[2])
+        stand_in.on_arrays = None
+        stand_in.saved_names = ()
+        stand_in.node = "NotImplemented"
+        cls = _NOT_IMPLEMENTED[aten] = node_class("NotImplemented", stand_in)
+    made = cls()
+    for klass in type(node).__mro__:
+        for slot in getattr(klass, "__slots__", ()):
+            if slot != "__weakref__" and hasattr(node, slot):
+                setattr(made, slot, getattr(node, slot))
+    made._saved, made._versions = (), None
+    return made
+
+
+def _write_with_history(out: Tensor, result: Tensor, aten: str, args: tuple, kwargs: dict,
+                        made: dict) -> bool:
+    """Write `result` into `out` with the history PyTorch's out= kernel of an op without a
+    derivative (`aten`) records: a NotImplemented node over the inputs that require grad
+    (`made`: the nodes made so far in this call, so outputs of one node keep one). A view
+    `out` records the write on its base (CopySlices), whose backward reaches that node.
+    False (nothing written) for a result without a node of its own (an input itself)."""
+    if result.grad_fn is None or any(result is a for a in (*args, *kwargs.values())):
+        return False
+    old = result._grad_fn
+    node = made.get(old)
+    if node is None:
+        node = made[old] = _not_implemented(old, aten)
+    if node is None:
+        return False
+    result._grad_fn = node
+    if out._base is not None:
+        out.copy_(result)
+        return True
+    with no_grad():
+        call(_copy_op, out, result)
+    out._grad_fn = node
+    out._output_nr = result._output_nr
+    out._rg = True
+    return True
 
 
 # ---------------------------------------------------------------------------- the wrappers
@@ -390,7 +458,9 @@ def _takes_out(fn: types.FunctionType) -> bool:
     of its code (positional, keyword-only, then `*args` and `**kwargs`), read without
     building a signature; for a wrapper, those of the function it wraps (`__wrapped__`, which
     `inspect.signature` follows). Anything with an explicit `__signature__` on the way, or not
-    a plain function at its end, is asked through `inspect`."""
+    a plain function at its end, is asked through `inspect`. A Tensor method's copy refusing
+    `out` is asked of its function (`with_out`)."""
+    fn = getattr(fn, "with_out", fn)
     raw = fn
     while not hasattr(raw, "__signature__"):
         inner = getattr(raw, "__wrapped__", None)
@@ -430,6 +500,9 @@ def handle_out(fn: types.FunctionType, name: str) -> types.FunctionType:
     a millisecond per function: too much for the ~300 functions at import, so the wrapper
     starts as a generic trampoline and replaces its own code on its first call (one object
     throughout, so names bound earlier get the fast form too)."""
+    # A Tensor method's copy refusing `out` (`_functions._args.method_form`): the function
+    # it copies is the one taking `out`.
+    fn = getattr(fn, "with_out", fn)
     namespace = {"_fn_": fn, "_plan_": OutPlan(fn, name), "_write_": write_out,
                  "_specialise_": _specialise, "__name__": fn.__module__}
     wrapper = namespace["_self_"] = types.FunctionType(_TRAMPOLINE, namespace, fn.__name__)

@@ -14,6 +14,7 @@ Each helper runs only once a call has left its function's common path.
 from __future__ import annotations
 
 import numbers
+import types
 
 from .._symbolic import SymInt
 from .._tensor import Tensor
@@ -92,3 +93,84 @@ def tensor_sequence(name: str, tensors) -> list:
             raise TypeError(f"expected Tensor as element {i} in argument 0, but got "
                             f"{python_type_name(t)}")
     return list(tensors)
+
+
+# The name a method's copy gives the public function's `out` parameter: no call passes it,
+# so `x.exp(out=y)` finds no `out` and raises Python's TypeError.
+_HIDDEN_OUT = "_out_of_the_function_form"
+
+_COPIES: dict = {}  # a public function -> its `method_form` (aliases share one copy)
+
+
+def method_form(fn):
+    """`fn` as a Tensor method, refusing `out=`: PyTorch's Tensor methods take no `out`
+    (`x.diff(out=y)` raises TypeError), while the public functions they share code with do
+    (the function form's out= guard writes into it; the bare function ignores it). For a
+    plain function with a keyword-only `out`, a copy whose code calls that parameter
+    otherwise: no wrapper frame, so `x.exp()` costs what it did, and Python's message is
+    PyTorch's for methods with keywords (`diff() got an unexpected keyword argument
+    'out'`). A closure wrapping such a function (autocast's `__wrapped__`) is copied around
+    the inner copy, again without a frame. Anything else is `fn`.
+
+    A copy's `with_out` is the function itself, which the out= guard of the public name
+    runs (`_out.handle_out`)."""
+    if fn.__class__ is not types.FunctionType:
+        return fn
+    copy = _COPIES.get(fn)
+    if copy is None:
+        inner = getattr(fn, "__wrapped__", None)
+        copy = _COPIES[fn] = _hide_out(fn) if inner is None else _rewrapped(fn, inner)
+    return copy
+
+
+def method_copy(fn):
+    """The `method_form` made of `fn` so far (None: none made yet)."""
+    try:
+        return _COPIES.get(fn)
+    except TypeError:  # (an unhashable value)
+        return None
+
+
+def _hide_out(fn):
+    """A copy of plain function `fn` whose keyword-only `out` no call can name (`fn` itself
+    when it has none)."""
+    code = fn.__code__
+    names = code.co_varnames
+    first, last = code.co_argcount, code.co_argcount + code.co_kwonlyargcount
+    if "out" not in names[first:last] or "out" in code.co_cellvars:
+        return fn  # (an `out` a nested function reads lives in a cell of that name)
+    at = names.index("out")
+    hidden = code.replace(co_varnames=names[:at] + (_HIDDEN_OUT,) + names[at + 1:])
+    copy = types.FunctionType(hidden, fn.__globals__, fn.__name__, fn.__defaults__,
+                              fn.__closure__)
+    copy.__kwdefaults__ = {(_HIDDEN_OUT if k == "out" else k): v
+                           for k, v in (fn.__kwdefaults__ or {}).items()}
+    copy.__annotations__ = {k: v for k, v in fn.__annotations__.items() if k != "out"}
+    return _with_metadata(copy, fn, None)
+
+
+def _rewrapped(fn, inner):
+    """Wrapper `fn` (a closure over `inner`) made again over `method_form(inner)`."""
+    bare = method_form(inner)
+    if bare is inner or not fn.__closure__:
+        return fn
+    cells = tuple(types.CellType(bare) if c.cell_contents is inner else c
+                  for c in fn.__closure__)
+    copy = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__,
+                              cells)
+    copy.__kwdefaults__ = fn.__kwdefaults__
+    copy.__annotations__ = dict(fn.__annotations__)
+    return _with_metadata(copy, fn, bare)
+
+
+def _with_metadata(copy, fn, wrapped):
+    """`copy` of `fn` with its name, documentation, module and attributes, wrapping `wrapped`
+    (a plain function's copy wraps nothing: the protocol's exact wrappers, `a @ b`'s among
+    them, are for functions that wrap none)."""
+    copy.__dict__.update(fn.__dict__)
+    copy.__doc__, copy.__module__ = fn.__doc__, fn.__module__
+    copy.__qualname__ = fn.__qualname__
+    if wrapped is not None:
+        copy.__wrapped__ = wrapped
+    copy.with_out = fn
+    return copy

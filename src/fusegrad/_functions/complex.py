@@ -12,6 +12,7 @@ from .. import _dtype
 from .._dispatch import call
 from .._tensor import Tensor
 from ..ops import complex as C
+from ._args import method_form
 from .shape import select
 
 
@@ -115,7 +116,7 @@ def _attach() -> None:
     for fn in (view_as_real, view_as_complex, angle, conj, conj_physical, conj_physical_,
                resolve_conj, resolve_neg, cfloat, cdouble):
         if not hasattr(Tensor, fn.__name__):
-            setattr(Tensor, fn.__name__, fn)
+            setattr(Tensor, fn.__name__, method_form(fn))
 
 
 _attach()

@@ -133,8 +133,23 @@ def baddbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
     return call(L.baddbmm, input, batch1, batch2, beta, alpha)
 
 
+def _addmv_check(input, mat, vec) -> None:
+    """PyTorch's addmv checks: a vector (or a number's 0-d tensor) plus a matrix times a
+    vector, the input of the product's size (or of one element)."""
+    if not all(isinstance(t, Tensor) for t in (input, mat, vec)):
+        return  # (the argument parser's errors come from the operations below)
+    if not (mat.dim() == 2 and vec.dim() == 1 and input.dim() <= 1):
+        raise RuntimeError(f"vector + matrix @ vector expected, got {input.dim()}, {mat.dim()}, "
+                           f"{vec.dim()}")
+    if mat.shape[1] != vec.shape[0] or (mat.shape[0] != input.numel() and input.numel() != 1):
+        first = input.shape[0] if input.dim() else input.numel()
+        raise RuntimeError(f"size mismatch, got input ({first}), mat ({mat.shape[0]}x"
+                           f"{mat.shape[1]}), vec ({vec.shape[0]})")
+
+
 def addmv(input, mat, vec, *, beta=1, alpha=1, out=None):
     """beta * input + alpha * (mat @ vec)."""
+    _addmv_check(input, mat, vec)
     prod = mv(mat, vec)
     if not (prod.dtype.is_floating_point or prod.dtype.is_complex):
         beta, alpha = L.integer_coefficients(prod.dtype.np, beta, alpha)

@@ -23,7 +23,7 @@ from ..ops import pointwise as P
 from ..ops import reduction as R
 from ..ops import shape as S
 from ..ops.spellings import INPLACE_FUNCTIONS, METHODS
-from ._args import required_dim
+from ._args import method_copy, method_form, required_dim
 from .comparison import unique
 from .indexing import index_put_indices, scatter_with_reduce
 from .inplace import copy_
@@ -329,6 +329,27 @@ def _unique(self, sorted=True, return_inverse=False, return_counts=False, dim=No
     return unique(self, sorted, return_inverse, return_counts, dim)
 
 
+def _norm_method(self, p="fro", dim=None, keepdim=False, dtype=None):
+    """`Tensor.norm`: its fourth parameter is `dtype`, where the function's is `out`."""
+    from .reduction import norm
+
+    return norm(self, p, dim, keepdim, dtype=dtype)
+
+
+def _lu_method(self, pivot=True, get_infos=False):
+    """`Tensor.lu`: the function's parameters but `out`, which the method does not take."""
+    from .linalg_extra import lu
+
+    return lu(self, pivot, get_infos)
+
+
+# (Named as PyTorch's Python methods are, which its messages show: `Tensor.lu() takes ...`.)
+_norm_method.__name__, _norm_method.__qualname__ = "norm", "Tensor.norm"
+_lu_method.__name__, _lu_method.__qualname__ = "lu", "Tensor.lu"
+_norm_method.__code__ = _norm_method.__code__.replace(co_name="norm", co_qualname="Tensor.norm")
+_lu_method.__code__ = _lu_method.__code__.replace(co_name="lu", co_qualname="Tensor.lu")
+
+
 def _polygamma(self, n):
     """`polygamma(n, self)`: the method takes the order second."""
     from .math_extra import polygamma
@@ -353,7 +374,13 @@ def attach(functions: dict) -> None:
             value = property(resolve(what[0]), doc=f"`{name}`, as PyTorch reports it.")
         else:  # an op not registered yet is a deferred module's (`ops/deferred.py`): named
             value = _MAKERS[form](*(dict.get(REGISTRY, op) or op for op in what))
-        setattr(Tensor, name, value)
+        setattr(Tensor, name, method_form(value))
+    # The public functions the methods are: their copies refusing `out=` (the out= guard of
+    # each public name runs the function itself, `with_out`), so a method is its function.
+    for name, value in list(functions.items()):
+        copy = method_copy(value)
+        if copy is not None and copy is not value:
+            functions[name] = copy
 
 
 def _function_form(name: str):

@@ -355,8 +355,9 @@ def cdist(x1: Tensor, x2: Tensor, p: float = 2.0,
 
 
 def pdist(input: Tensor, p: float = 2.0) -> Tensor:
-    """Distances between all pairs of rows (the upper triangle of cdist, row by row)."""
-    return call(ST.pdist, input, float(p))
+    """Distances between all pairs of rows (the upper triangle of cdist, row by row), of the
+    input made contiguous (as PyTorch's, which records that copy)."""
+    return call(ST.pdist, input.contiguous(), float(p))
 
 
 def dist(input: Tensor, other: Tensor, p=2) -> Tensor:

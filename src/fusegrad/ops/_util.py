@@ -8,6 +8,7 @@ user sees PyTorch's text.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -28,6 +29,7 @@ from .._shapes import (  # noqa: F401  (the op entries' helpers, with the shape 
     is_dense_in,
     is_format_contiguous,
     iterator_layout,
+    iterator_strides,
     size_str,
     strides_order,
     suggest_format,
@@ -164,9 +166,10 @@ def binary_kernel(ufunc, *, to_float: bool = False, compare: bool = False,
         if real_only is not None:  # complex operands never take the fast paths above
             complex_unsupported(real_only, dt)
         if dt in HALF and not compare:
-            return _iterator_laid(in_float32(ufunc, (a, b), dt, scalar_at_full_precision), a, b)
+            return _iterator_laid(in_float32(ufunc, (a, b), dt, scalar_at_full_precision), a, b,
+                                  dt)
         try:
-            return _iterator_laid(ufunc(as_dtype(a, dt), as_dtype(b, dt)), a, b)
+            return _iterator_laid(ufunc(as_dtype(a, dt), as_dtype(b, dt)), a, b, dt)
         except OverflowError:  # a Python int that the dtype cannot hold wraps, as in PyTorch
             return ufunc(np.asarray(a).astype(dt), np.asarray(b).astype(dt))
 
@@ -174,15 +177,147 @@ def binary_kernel(ufunc, *, to_float: bool = False, compare: bool = False,
     return kernel
 
 
-def _iterator_laid(out, a, b):
-    """`out` (`ufunc(a, b)`'s result) laid out in TensorIterator's order where NumPy's may
-    differ: only when an operand is not row-major. Not on the fast paths (one float dtype),
-    whose two flag reads would cost about a tenth of `x + y`: there NumPy's order stays
-    (it differs only where the operands' orders conflict, as `x.t() + y`)."""
+def _iterator_laid(out, a, b, dt=None):
+    """`out` (`ufunc(a, b)`'s result, computed in dtype `dt`) laid out in TensorIterator's
+    order where NumPy's may differ: only when an operand is not row-major. Not on the fast
+    paths (one float dtype), whose two flag reads would cost about a tenth of `x + y`: there
+    NumPy's order stays (it differs only where the operands' orders conflict, as
+    `x.t() + y`)."""
     if (a.__class__ is _nd and not a.flags.c_contiguous) or \
             (b.__class__ is _nd and not b.flags.c_contiguous):
-        return iterator_layout(out, a, b) if out.__class__ is _nd else out
+        if out.__class__ is not _nd:
+            return out
+        if dt is not None and ((a.__class__ is _nd and a.dtype != dt) or
+                               (b.__class__ is _nd and b.dtype != dt)):
+            return _promoted_layout(out, (a, b), dt)
+        return iterator_layout(out, a, b)
     return out
+
+
+def iterator_ordered(kernel, operands: int = 2):
+    """Elementwise `kernel` whose first `operands` arguments are its iterator's operands, with
+    its result laid out in PyTorch's iterator's order over them (`iterator_laid`, in their
+    common dtype): for kernels that compute through temporaries or `np.where` (remainder,
+    heaviside), whose NumPy order differs where the operands' orders conflict."""
+
+    @functools.wraps(kernel)
+    def ordered(*args, **kwargs):
+        out = kernel(*args, **kwargs)
+        given = args[:operands]
+        if out.__class__ is _nd and any(x.__class__ is _nd and not x.flags.c_contiguous
+                                        for x in given):
+            return iterator_laid(out, *given, dt=result_np(*given))
+        return out
+
+    return ordered
+
+
+def _promoted_layout(out: np.ndarray, operands: tuple, dt: np.dtype,
+                     keep: int = -1) -> np.ndarray:
+    """`out` laid out as TensorIterator lays out a result over `operands` (arrays, and numbers
+    that do not count) of which some are not of the common dtype `dt`: on the CPU the iterator
+    first converts those (`to(dt)`, which keeps a dense operand's strides and lays out any
+    other densely in its order of dims, as `empty_like`; not the operand at `keep`), and
+    orders the dims over the converted ones. A number among `operands` takes part as a 0-d
+    operand, None none."""
+    shape = out.shape
+    if out.ndim < 2 or out.size <= 1:
+        return out
+    pairs = []
+    for i, x in enumerate(operands):
+        if x.__class__ is not _nd:
+            continue
+        strides = elem_strides(x)
+        if x.dtype != dt and i != keep and dense_order(x.shape, strides) is None:
+            strides = infer_dense_strides(x.shape, strides)  # (`to`'s, as `empty_like`'s)
+        pairs.append((x.shape, strides))
+    numbers = any(x is not None and x.__class__ is not _nd for x in operands)
+    want = iterator_strides(shape, pairs, scalars=numbers)
+    have = elem_strides(out)
+    if all(n <= 1 or w == h for n, w, h in zip(shape, want, have)):
+        return out
+    laid = np.ndarray(shape, out.dtype, buffer=np.empty(out.size, out.dtype),
+                      strides=tuple(v * out.itemsize for v in want))
+    laid[...] = out
+    return laid
+
+
+def iterator_laid(out, *operands, dt: np.dtype | None = None, keep: int = -1):
+    """`out`, the result of an elementwise kernel over `operands` (the arrays among them are
+    its iterator's operands, in its order) computed through temporaries or in another order
+    (lerp's formulas, `where`, clamp's bounds), laid out as TensorIterator lays out PyTorch's:
+    asked only when an operand is not row-major (all row-major operands give a row-major
+    result in both). `dt`: the dtype the iterator converts operands of another dtype to
+    first, except the operand at `keep` (`where`'s condition)."""
+    for a in operands:  # (the common case, all row-major, at a flag read per operand)
+        if a.__class__ is _nd and not a.flags.c_contiguous:
+            break
+    else:
+        return out
+    if out.__class__ is not _nd:
+        return out
+    if dt is not None and any(a.dtype != dt for i, a in enumerate(operands)
+                              if a.__class__ is _nd and i != keep):
+        return _promoted_layout(out, operands, dt, keep)
+    return iterator_layout(out, *[a for a in operands if a.__class__ is _nd])
+
+
+def refuse_dtypes(op, kernel_name: str, kinds: str, at: tuple = (0,), message=None) -> None:
+    """Make registry op `op` (its kernel and its meta) refuse, as PyTorch's kernel does, an
+    argument at a position in `at` whose dtype is of a NumPy kind in `kinds` ("b" bool,
+    "iu" integers, "c" complex): PyTorch's NotImplementedError ('"<kernel_name>" not
+    implemented for 'Long''), or `message(legacy name)`'s RuntimeError. The check runs
+    before the kernel's own; the float fast path (`op.ufunc`) never meets these dtypes."""
+
+    def check(args) -> None:
+        for i in at:
+            dt = getattr(args[i], "dtype", None) if i < len(args) else None
+            if dt is None:
+                continue
+            np_dt = dt if isinstance(dt, np.dtype) else getattr(dt, "np", None)
+            if np_dt is not None and np_dt.kind in kinds:
+                legacy = (FROM_NP[np_dt] if isinstance(dt, np.dtype) else dt).legacy
+                if message is not None:
+                    raise RuntimeError(message(legacy))
+                raise NotImplementedError(f'"{kernel_name}" not implemented for \'{legacy}\'')
+
+    def wrap(fn):
+        @functools.wraps(fn)
+        def checked(*args, **kwargs):
+            check(args)
+            return fn(*args, **kwargs)
+
+        return checked
+
+    op.kernel = wrap(op.kernel)
+    if op.meta is not None:
+        op.meta = wrap(op.meta)
+
+
+def inplace_result_check(op, result_shape) -> None:
+    """Make in-place registry op `op` (its kernel and meta) refuse, before computing, a
+    `self` of another shape than the result, with PyTorch's message for its structured
+    in-place kernels (`addmm_`): `result_shape(*args)` gives the result's shape, or None
+    where the other arguments do not fit (their own errors come from the kernel)."""
+
+    def check(args) -> None:
+        shape = result_shape(*args)
+        have = tuple(args[0].shape)
+        if shape is not None and tuple(shape) != have:
+            raise RuntimeError(f"Bad in-place call: input tensor size {size_str(have)} and "
+                               f"output tensor size {size_str(tuple(shape))} should match")
+
+    def wrap(fn):
+        @functools.wraps(fn)
+        def checked(*args, **kwargs):
+            check(args)
+            return fn(*args, **kwargs)
+
+        return checked
+
+    op.kernel = wrap(op.kernel)
+    if op.meta is not None:
+        op.meta = wrap(op.meta)
 
 
 def c_contiguous(kernel):

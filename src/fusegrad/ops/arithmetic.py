@@ -32,6 +32,8 @@ from ._util import (
     dtype_of,
     float_np,
     in_float32,
+    iterator_laid,
+    iterator_ordered,
     rand_array,
     result_np,
     shape_of,
@@ -624,13 +626,14 @@ def _floor_divide(a, b):
 
 
 floor_divide = register(
-    "floor_divide", kernel=_floor_divide, meta=_division_meta("div_floor_cpu"),
+    "floor_divide", kernel=iterator_ordered(_floor_divide), meta=_division_meta("div_floor_cpu"),
     node="NotImplemented",
     derivative=not_implemented_derivative("floor_divide"), gradcheck=False,
     samples=_binary_samples_nonzero(scalars=()), tensor_args=(0, 1), onnx=ox.floor_divide,
     result_order="operands")
 floor_divide_scalar = register(
-    "floor_divide.Scalar", kernel=_floor_divide, meta=_division_meta("div_floor_cpu"),
+    "floor_divide.Scalar", kernel=iterator_ordered(_floor_divide),
+    meta=_division_meta("div_floor_cpu"),
     node="NotImplemented",
     derivative=not_implemented_derivative("floor_divide"), gradcheck=False, public="floor_divide",
     samples=lambda rng, dt: [Sample((rand_array(rng, (3, 4), dt, (-4, 4)), c))
@@ -670,7 +673,7 @@ def _div_mode_meta(a, b, rounding_mode):
 
 
 div_mode = register(
-    "div.Tensor_mode", kernel=_div_mode,
+    "div.Tensor_mode", kernel=iterator_ordered(_div_mode),
     meta=_div_mode_meta, node="DivBackward2",
     derivative=lambda g, b_is_tensor: (g * 0, g * 0 if b_is_tensor else None),
     save=lambda out, a, b, rounding_mode: (_t(b),), saved_names=("",), zero_grad=True,
@@ -710,7 +713,7 @@ def _scalar_samples(rng, dt):
 
 
 remainder = register(
-    "remainder.Tensor", kernel=_remainder(np.remainder, "remainder_cpu"),
+    "remainder.Tensor", kernel=iterator_ordered(_remainder(np.remainder, "remainder_cpu")),
     meta=_division_meta("remainder_cpu"),
     node="RemainderBackward1",
     derivative=lambda g, a, b: (g, -g * (a / b).floor() if b is not None else None),
@@ -729,7 +732,8 @@ remainder_rscalar = register(
     samples=lambda rng, dt: [Sample((2.5, rand_array(rng, (3, 4), dt, (0.5, 2))))],
     public="remainder", onnx=ox.remainder)
 fmod = register(
-    "fmod.Tensor", kernel=_remainder(np.fmod, "fmod_cpu"), meta=_division_meta("fmod_cpu"),
+    "fmod.Tensor", kernel=iterator_ordered(_remainder(np.fmod, "fmod_cpu")),
+    meta=_division_meta("fmod_cpu"),
     node="FmodBackward1",
     derivative=lambda g, a, b: (g, -g * (a / b).trunc() if b is not None else None),
     save=lambda out, a, b: (a if needs(b) else None, b if needs(b) else None),
@@ -762,6 +766,12 @@ def _lerp_check(a, end, w, kernel: str) -> None:
 
 
 def _lerp_kernel(a, end, w, kernel="lerp_kernel_scalar"):
+    """lerp's values, laid out as PyTorch's iterator lays them out over its operands (`a`,
+    `end`, and a tensor weight)."""
+    return iterator_laid(_lerp_values(a, end, w, kernel), a, end, w)
+
+
+def _lerp_values(a, end, w, kernel):
     _lerp_check(a, end, w, kernel)
     dt = a.dtype
     work = F32 if dt in HALF else dt  # half types in float32, rounded once, as PyTorch's
@@ -869,6 +879,10 @@ def _addc_kernel(ufunc):
                 "implementation: (input + value * tensor1 / tensor2), for all dtypes.")
         # Half types compute in float32 and round once, as PyTorch's kernels.
         work = F32 if dt in HALF else dt
+        operands = (a, t1, t2)
+        return iterator_laid(_addc_values(a, t1, t2, value, dt, work), *operands, dt=dt)
+
+    def _addc_values(a, t1, t2, value, dt, work):
         a, t1, t2 = (as_dtype(as_dtype(x, dt), work) for x in (a, t1, t2))
         if work is F32 or work is F64:
             # PyTorch's order (found by experiment against torch 2.13, every float dtype

@@ -23,6 +23,7 @@ from ._util import (
     broadcast_shapes,
     checked_scalar,
     dtype_of,
+    iterator_laid,
     rand_array,
     result_np,
     shape_of,
@@ -87,7 +88,12 @@ def _where_kernel(cond, a, b):
         # A number is converted to the result dtype as PyTorch converts it: past an integer
         # dtype's (or float32's) range, an overflow error (the half types round to inf)
         a, b = (checked_scalar(x, dt) if x.__class__ in _NUMBER else x for x in (a, b))
-    return np.where(cond, a, b).astype(dt, copy=False)
+    out = np.where(cond, a, b).astype(dt, copy=False)
+    if cond.flags.c_contiguous and (a.__class__ is not _ND or a.flags.c_contiguous) and \
+            (b.__class__ is not _ND or b.flags.c_contiguous):
+        return out  # (row-major operands: a row-major result, as PyTorch's)
+    # (in the order of PyTorch's iterator over the condition, then the values)
+    return iterator_laid(out, cond, a, b, dt=dt, keep=0)
 
 
 def _where_meta(cond, a, b):
@@ -164,6 +170,7 @@ def _bounds(lo, hi) -> list:
 
 _F16, _F64 = np.dtype(np.float16), np.dtype(np.float64)
 _NUMBER = (float, int)  # (bool bounds are in every dtype's range)
+_ND = np.ndarray
 _NO_COMPLEX_CLAMP = "clamp is not supported for complex types"
 
 
@@ -294,7 +301,8 @@ def _clamp_t_kernel(a, lo=None, hi=None):
     if hi is not None:
         hi = as_dtype(hi, dt)
         out = np.minimum(out, hi) if first else np.minimum(hi, out)
-    return out.copy() if out is a else out
+    # (in the order of PyTorch's iterator over the input, then the bounds)
+    return out.copy() if out is a else iterator_laid(out, a, lo, hi, dt=dt)
 
 
 def _clamp_t_meta(a, lo=None, hi=None):

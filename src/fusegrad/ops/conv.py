@@ -32,6 +32,7 @@ from ._util import (
     is_dense_in,
     numpy_backward,
     rand_array,
+    refuse_dtypes,
     size_str,
     strided_copy,
     suggest_format,
@@ -1327,3 +1328,8 @@ convolution = _register_multi(
     tolerance={"float32": 1e-4},
     saved_names=("input", "weight", "", "stride", "padding", "dilation", "transposed",
                  "groups", ""))
+
+
+# PyTorch's CPU kernels have no integer forms.
+refuse_dtypes(im2col, "im2col_out_cpu", "iu")
+refuse_dtypes(col2im, "col2im_out_cpu", "iu")

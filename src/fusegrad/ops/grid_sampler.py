@@ -24,7 +24,7 @@ import numpy as np
 from .. import _dtype
 from .._autocast import set_aside
 from ..autograd.grad_mode import enable_grad, is_grad_enabled, no_grad
-from ._util import Spec, rand_array
+from ._util import Spec, rand_array, refuse_dtypes
 from .nn import _const
 from .registry import REGISTRY, Sample, register
 
@@ -547,3 +547,7 @@ affine_grid_generator = register(
     node="AffineGridGeneratorBackward0", nondiff_args=(1, 2), samples=_affine_samples,
     saved_names=("size", "align_corners", ""), public="affine_grid_generator",
     onnx=_affine_onnx)
+
+
+# PyTorch's CPU kernels are for floating inputs only.
+refuse_dtypes(grid_sampler_2d, "grid_sampler_2d_cpu_kernel_impl", "biuc")

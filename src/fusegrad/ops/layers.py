@@ -15,6 +15,7 @@ from ._util import (
     add_rows,
     format_of,
     format_strides,
+    in_format,
     index_out_of_range,
     input_format,
     rand_array,
@@ -222,7 +223,8 @@ def _tri_kernel(i1, i2, i3, e1, e2, e3, sumdim, unroll_dim=1):
     a = _work(i1).reshape(_expanded_shape(i1.shape, e1, n))
     b = _work(i2).reshape(_expanded_shape(i2.shape, e2, n))
     c = _work(i3).reshape(_expanded_shape(i3.shape, e3, n))
-    return (a * b * c).sum(axis=tuple(sumdim)).astype(dt, copy=False)
+    # (contiguous, as PyTorch's kernel computes it with matrix products)
+    return in_format((a * b * c).sum(axis=tuple(sumdim)).astype(dt, copy=False), None)
 
 
 def _tri_meta(i1, i2, i3, e1, e2, e3, sumdim, unroll_dim=1):
@@ -306,9 +308,10 @@ def _bags(indices, offsets, include_last_offset):
     return bag, bags
 
 
-def _no_offset2bag(dt: np.dtype, mode: int, padding_idx: int) -> bool:
-    # PyTorch's fast path (sum of float32/half rows, no padding index) leaves offset2bag empty
-    return mode == _SUM and padding_idx < 0 and dt.itemsize <= 4
+def _no_offset2bag(dt: np.dtype, mode: int, padding_idx: int, inner: int = 1) -> bool:
+    # PyTorch's fast path (sum of float32/half rows, no padding index, a weight whose rows
+    # are contiguous: `inner`, its last dim's element stride) leaves offset2bag empty
+    return mode == _SUM and padding_idx < 0 and dt.itemsize <= 4 and inner == 1
 
 
 def _eb_kernel(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False,
@@ -345,7 +348,9 @@ def _eb_kernel(weight, indices, offsets, scale_grad_by_freq=False, mode=0, spars
         add_rows(out, bag[keep], rows[keep])
         if mode == _MEAN:
             out = out / np.maximum(count, 1)[:, None]
-    offset2bag = np.zeros(0, np.int64) if _no_offset2bag(weight.dtype, mode, padding_idx) else bag
+    inner = weight.strides[1] // weight.itemsize if weight.shape[1] > 1 else 1
+    offset2bag = np.zeros(0, np.int64) if _no_offset2bag(weight.dtype, mode, padding_idx,
+                                                         inner) else bag
     bag_size = count if mode != _SUM else np.zeros(bags, np.int64)
     if mode == _MEAN:
         max_idx = count.copy()
@@ -366,7 +371,8 @@ def _eb_meta(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=
                                   "feature request on GitHub.")
     bags = offsets.shape[0] - (1 if include_last_offset else 0)
     dim = weight.shape[1]
-    sum_plain = _no_offset2bag(weight.dtype.np, mode, padding_idx)
+    inner = weight.stride()[1] if weight.shape[1] > 1 else 1
+    sum_plain = _no_offset2bag(weight.dtype.np, mode, padding_idx, inner)
     i64 = _dtype.int64
     return (Spec((bags, dim), weight.dtype),
             Spec((0,) if sum_plain else (indices.shape[0],), i64), Spec((bags,), i64),

@@ -13,7 +13,17 @@ from . import _flop_formulas as flop_formulas
 from . import _gemm
 from . import _onnx as ox
 from ._blas import SERIAL_MNK as _SERIAL_MNK
-from ._util import F32, HALF, Spec, broadcast_shapes, cj, dtype_of, rand_array, wrap_dim
+from ._util import (
+    F32,
+    HALF,
+    Spec,
+    broadcast_shapes,
+    cj,
+    dtype_of,
+    inplace_result_check,
+    rand_array,
+    wrap_dim,
+)
 from .registry import Sample, inplace_variant, register
 
 
@@ -349,6 +359,9 @@ baddbmm_ = inplace_variant(
     samples=lambda rng, dt: [Sample((rand_array(rng, (2, 2, 4), dt), rand_array(rng, (2, 2, 3), dt),
                                      rand_array(rng, (2, 3, 4), dt), b, al), name=f"{b} {al}")
                              for b, al in ((1, 1), (0.5, 2), (0, -1))])
+inplace_result_check(baddbmm_, lambda s, b1, b2, *rest: (
+    (b1.shape[0], b1.shape[1], b2.shape[2]) if len(b1.shape) == 3 and len(b2.shape) == 3 and
+    b1.shape[0] == b2.shape[0] and b1.shape[2] == b2.shape[1] else None))
 
 
 # ---------------------------------------------------------------- cross, vdot, addr, addbmm
@@ -404,7 +417,9 @@ def _addr_meta(s, v1, v2, beta=1, alpha=1):
         if len(v.shape) != 1:
             raise RuntimeError(f"addr: Expected 1-D argument {name}, but got {len(v.shape)}-D")
     shape = (v1.shape[0], v2.shape[0])
-    broadcast_shapes(tuple(s.shape), shape)
+    from .views import _expand_shape  # (PyTorch expands self to the outer product's shape)
+
+    _expand_shape(tuple(s.shape), shape, dtype_of(s))
     dt = _dtype.result_type(s, v1, v2)
     if not (dt.is_floating_point or dt.is_complex):
         for name, v in (("beta", beta), ("alpha", alpha)):
@@ -444,7 +459,10 @@ def _addbmm_meta(s, b1, b2, beta=1, alpha=1):
     if len(b1.shape) != 3 or len(b2.shape) != 3:
         raise RuntimeError("batch1 must be a 3D tensor" if len(b1.shape) != 3 else
                            "batch2 must be a 3D tensor")
-    if b1.shape[0] != b2.shape[0] or b1.shape[2] != b2.shape[1]:
+    if b1.shape[0] != b2.shape[0]:
+        raise RuntimeError(f"batch1 and batch2 must have same number of batches, got "
+                           f"{b1.shape[0]} and {b2.shape[0]}")
+    if b1.shape[2] != b2.shape[1]:
         raise RuntimeError(
             f"Incompatible matrix sizes for bmm ({b1.shape[1]}x{b1.shape[2]} and "
             f"{b2.shape[1]}x{b2.shape[2]})")

@@ -55,7 +55,8 @@ def _smooth_l1_derivative(g, x, t, reduction, beta):
     if recording():  # create_graph: PyTorch's op, the target's with its roles swapped
         return (_call(smooth_l1_loss_backward, g, x, t, reduction, beta),
                 _call(smooth_l1_loss_backward, g, t, x, reduction, beta), None, None)
-    gx = _smooth_l1_first_order(g, x, t, reduction, beta)
+    # (contiguous, as PyTorch's kernel writes it, whatever the operands' layout)
+    gx = _smooth_l1_first_order(g, x, t, reduction, beta).contiguous()
     return (gx, -gx, None, None)
 
 
@@ -118,13 +119,15 @@ smooth_l1_loss = register(
     samples=_with_param(1.0), saved_names=("self", "target", "reduction", "beta"),
     decomposition=_smooth_l1_decomposition, result_order="operands")
 smooth_l1_loss_backward = register(
-    "smooth_l1_loss_backward", kernel=first_order_kernel(_smooth_l1_first_order),
+    # (PyTorch's kernel writes into a contiguous zeros_like of the input, whatever its layout)
+    "smooth_l1_loss_backward", kernel=c_contiguous(first_order_kernel(_smooth_l1_first_order)),
     meta=loss_backward_meta, node="SmoothL1LossBackwardBackward0",
     derivative=_smooth_l1_backward_derivative,
     save=lambda out, g, x, t, reduction, beta: (g, x, t, reduction, beta),
     samples=lambda rng, dt: _loss_backward_samples(_with_param(1.0)(rng, dt), rng, dt, -2),
     decomposition=_smooth_l1_first_order,
-    saved_names=("grad_output", "self", "target", "reduction", "beta"), result_order="operands")
+    saved_names=("grad_output", "self", "target", "reduction", "beta"),
+    result_order="contiguous")
 
 
 def _huber_kernel(x, t, reduction=1, delta=1.0):
@@ -157,7 +160,8 @@ def _huber_derivative(g, x, t, reduction, delta):
     if recording():  # create_graph: PyTorch's op, the target's with its roles swapped
         return (_call(huber_loss_backward, g, x, t, reduction, delta),
                 _call(huber_loss_backward, g, t, x, reduction, delta), None, None)
-    gx = _huber_first_order(g, x, t, reduction, delta)
+    # (contiguous, as PyTorch's kernel writes it, whatever the operands' layout)
+    gx = _huber_first_order(g, x, t, reduction, delta).contiguous()
     return (gx, -gx, None, None)
 
 
@@ -185,13 +189,14 @@ huber_loss = register(
     samples=_with_param(1.0), saved_names=("self", "target", "reduction", "delta"),
     decomposition=_huber_decomposition, result_order="operands", onnx=ox.huber_loss)
 huber_loss_backward = register(
-    "huber_loss_backward", kernel=first_order_kernel(_huber_first_order),
+    "huber_loss_backward", kernel=c_contiguous(first_order_kernel(_huber_first_order)),
     meta=loss_backward_meta, node="HuberLossBackwardBackward0",
     derivative=_huber_backward_derivative,
     save=lambda out, g, x, t, reduction, delta: (g, x, t, reduction, delta),
     samples=lambda rng, dt: _loss_backward_samples(_with_param(1.0)(rng, dt), rng, dt, -2),
     decomposition=_huber_first_order,
-    saved_names=("grad_output", "self", "target", "reduction", "delta"), result_order="operands")
+    saved_names=("grad_output", "self", "target", "reduction", "delta"),
+    result_order="contiguous")
 
 # ---------------------------------------------------------------- soft margin
 
@@ -279,8 +284,10 @@ def _mm_check(x, t, p, weight):
     n = x.shape[0] if nd == 2 else 1
     c = x.shape[-1] if nd else 1
     if len(t.shape) > 1 or (t.shape[0] if t.shape else 1) != n:
-        raise RuntimeError(f"inconsistent target size, expected {n} but got "
-                           f"{size_str(t.shape)}")
+        raise RuntimeError(f"multi_margin_loss: target tensor should be 1-D with size equal to "
+                           f"the number of input samples (batch size). Expected target size "
+                           f"[{n}], but got {size_str(t.shape)}. Input has shape "
+                           f"{size_str(x.shape)}.")
     if weight is not None and (len(weight.shape) != 1 or weight.shape[0] != c):
         raise RuntimeError(f"inconsistent weight size, expected {c} but got "
                            f"{size_str(weight.shape)}")

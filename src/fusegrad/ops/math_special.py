@@ -29,6 +29,7 @@ from ._util import (
     cj,
     dtype_of,
     float_np,
+    iterator_ordered,
     operand_order,
     rand_array,
     result_np,
@@ -536,7 +537,7 @@ def _nextafter_kernel(a, b):
 
 
 nextafter = register(
-    "nextafter", kernel=_nextafter_kernel, meta=_float_meta("nextafter_cpu"),
+    "nextafter", kernel=iterator_ordered(_nextafter_kernel), meta=_float_meta("nextafter_cpu"),
     node="NextafterBackward0", derivative=lambda g: (g, g * 0), save=lambda out, a, b: (),
     samples=binary_samples(scalars=()), gradcheck=False, result_order="operands")
 nextafter_ = inplace_variant(nextafter, "nextafter_",
@@ -551,7 +552,7 @@ def _heaviside_kernel(a, b):
 
 
 heaviside = register(
-    "heaviside", kernel=_heaviside_kernel, meta=_same_float("heaviside"),
+    "heaviside", kernel=iterator_ordered(_heaviside_kernel), meta=_same_float("heaviside"),
     node="NotImplemented", derivative=not_implemented_derivative("heaviside"),
     save=lambda out, a, b: (), samples=binary_samples(scalars=()), gradcheck=False,
     result_order="operands", onnx=_ox.heaviside)

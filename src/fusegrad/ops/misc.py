@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import _dtype
 from . import _onnx as ox
-from ._util import Spec, broadcast_shapes, rand_array, wrap_dim
+from ._util import Spec, broadcast_shapes, rand_array, refuse_dtypes, wrap_dim
 from .indexing import _data_dependent
 from .registry import Sample, register
 
@@ -266,3 +266,8 @@ isclose = register(
                 True), name="tolerances"),
         Sample((rand_array(rng, (3, 4), dt), rand_array(rng, (4,), dt)), name="broadcast"),
     ], result_order="operands")
+
+
+# PyTorch's CPU kernel takes no bool or complex values (boundaries or inputs).
+refuse_dtypes(searchsorted, "searchsorted_out_cpu", "bc", at=(0, 1))
+refuse_dtypes(bucketize, "searchsorted_out_cpu", "bc", at=(0, 1))

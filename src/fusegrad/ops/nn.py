@@ -23,11 +23,14 @@ from ._util import (
     FORMAT_ORDERS,
     HALF,
     Spec,
+    c_contiguous,
     cj,
     contiguous_strides,
     dense_strides,
+    inplace_result_check,
     numpy_backward,
     rand_array,
+    refuse_dtypes,
     saved_array,
     wrap_grad,
 )
@@ -45,7 +48,7 @@ from .linalg import (
     no_bool_product,
 )
 from .rearrange import channels_last, channels_last_3d, contiguous_format
-from .registry import OpDef, Sample, inplace_variant, register
+from .registry import REGISTRY, OpDef, Sample, inplace_variant, register
 from .scalar import div_scalar
 from .views import _expand_shape
 
@@ -288,6 +291,9 @@ def _addmm_inplace_samples(rng, dt):
 
 
 addmm_ = inplace_variant(addmm, "addmm_", samples=_addmm_inplace_samples)
+inplace_result_check(addmm_, lambda s, m1, m2, *rest: (
+    (m1.shape[0], m2.shape[1]) if len(m1.shape) == 2 and len(m2.shape) == 2 and
+    m1.shape[1] == m2.shape[0] else None))
 
 
 # ---------------------------------------------------------------- losses
@@ -830,7 +836,8 @@ def _mse_derivative(g, x, t, reduction):
     if is_grad_enabled():  # create_graph: PyTorch's op, the target's with its roles swapped
         return (_call(mse_loss_backward, g, x, t, reduction),
                 _call(mse_loss_backward, g, t, x, reduction), None)
-    gx = _mse_first_order(g, x, t, reduction)
+    # (contiguous, as PyTorch's kernel writes it, whatever the operands' layout)
+    gx = _mse_first_order(g, x, t, reduction).contiguous()
     return (gx, -gx, None)
 
 
@@ -877,12 +884,13 @@ mse_loss = register(
     saved_names=("self", "target", "reduction"), result_order="operands",
     onnx=_ox.mse_loss)
 mse_loss_backward = register(
-    "mse_loss_backward", kernel=first_order_kernel(_mse_first_order), meta=loss_backward_meta,
-    node="MseLossBackwardBackward0", derivative=_mse_backward_derivative,
+    # (PyTorch's kernel writes into a contiguous zeros_like of the input, whatever its layout)
+    "mse_loss_backward", kernel=c_contiguous(first_order_kernel(_mse_first_order)),
+    meta=loss_backward_meta, node="MseLossBackwardBackward0", derivative=_mse_backward_derivative,
     save=lambda out, g, x, t, reduction: (g, x, t, reduction),
     samples=lambda rng, dt: _loss_backward_samples(_loss_samples(rng, dt), rng, dt),
     decomposition=_mse_first_order, saved_names=("grad_output", "self", "target", "reduction"),
-    result_order="operands")
+    result_order="contiguous")
 
 
 def _check_bce_target(x, t) -> None:
@@ -1094,3 +1102,6 @@ binary_cross_entropy_with_logits = register(
     onnx=_ox.bce_with_logits)
 
 REDUCTION_ENUM = {"none": 0, "mean": 1, "sum": 2}
+
+# PyTorch's CPU kernel is for floating inputs only.
+refuse_dtypes(REGISTRY["nll_loss2d_forward"], "nll_loss2d_forward_out_frame", "biuc")

@@ -261,8 +261,11 @@ GRAD_ERROR = ("{}(): functions with out=... arguments don't support automatic "
               "differentiation, but one of the arguments requires grad.")
 
 
-def grad_name(name: str) -> str:
-    """The op PyTorch's autograd error names for public function `name`."""
+def grad_name(name: str, kwargs: dict | None = None) -> str:
+    """The op PyTorch's autograd error names for public function `name` called with keyword
+    arguments `kwargs` (`scatter` with a `reduce` is an op without a derivative)."""
+    if name == "scatter" and kwargs and kwargs.get("reduce") is not None:
+        return "aten::scatter"
     found = GRAD_NAMES.get(name)
     if found is not None:
         return found

@@ -26,6 +26,7 @@ from ._util import (
     infer_dense_strides,
     input_format,
     rand_array,
+    refuse_dtypes,
     size_str,
     strided_copy,
 )
@@ -378,3 +379,8 @@ reflection_pad3d = _REFLECTION["reflection_pad3d"]
 replication_pad1d = _REPLICATION["replication_pad1d"]
 replication_pad2d = _REPLICATION["replication_pad2d"]
 replication_pad3d = _REPLICATION["replication_pad3d"]
+
+# PyTorch's reflection and replication kernels have no bool forms.
+for _name, _op in (*_REFLECTION.items(), *_REPLICATION.items()):
+    if _name[-1] == "d":  # (the forward ops, not their backward ones)
+        refuse_dtypes(_op, _name, "b")

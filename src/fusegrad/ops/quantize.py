@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dtype
+from .._shapes import laid_like
 from ._util import F32, HALF, Spec, dtype_of, rand_array, wrap_dim
 from .registry import Sample, register
 
@@ -59,7 +60,8 @@ def _fake_quantize(x, scale, zero_point, quant_min: int, quant_max: int,
         mask = (q >= quant_min) & (q <= quant_max)
         out = np.clip(q, quant_min, quant_max) - zp
         out = out.astype(F32) * scale if float32_result else out * scale.astype(xw.dtype)
-    return np.ascontiguousarray(out.astype(x.dtype)), np.ascontiguousarray(mask)
+    # (laid out as `empty_like(x)`, as PyTorch's kernels allocate both)
+    return laid_like(out.astype(x.dtype), x), laid_like(mask, x)
 
 
 def _per_tensor(x, scale, zero_point, quant_min, quant_max):
@@ -123,7 +125,7 @@ def _per_tensor_qparams(x, scale, zero_point, enabled, quant_min, quant_max):
     check_zero_points(zero_point, quant_min, quant_max)
     _floating(x, "tensor")
     if not np.asarray(enabled).reshape(-1)[0]:  # fake quantization switched off: a copy
-        return x.copy(), np.ones(x.shape, np.bool_)
+        return laid_like(x.copy(), x), laid_like(np.ones(x.shape, np.bool_), x)
     zp = np.asarray(zero_point).reshape(())
     zp = int(zp) if zp.dtype.kind != "f" else zp.astype(F32)
     return _fake_quantize(x, np.asarray(scale, F32).reshape(()), zp, quant_min, quant_max)

@@ -284,7 +284,9 @@ def _pack_kernel(x, lengths, batch_first):
         x = np.swapaxes(x, 0, 1)
     _check_lengths(lengths, x.shape[1], legacy)
     sizes = _batch_sizes(lengths)
-    data = np.concatenate([x[t, :b] for t, b in enumerate(sizes)], 0)
+    # (contiguous whatever the input's layout, as PyTorch's kernel writes it; NumPy's
+    # concatenation follows its pieces' order)
+    data = np.ascontiguousarray(np.concatenate([x[t, :b] for t, b in enumerate(sizes)], 0))
     return data, sizes
 
 

@@ -8,7 +8,7 @@ from .. import _dtype
 from .._dispatch import call
 from ..autograd.grad_mode import is_grad_enabled
 from . import _onnx as ox
-from ._util import F32, HALF, Spec, c_contiguous, rand_array, real_part_for
+from ._util import F32, HALF, Spec, c_contiguous, in_format, rand_array, real_part_for
 from .joins import cat
 from .reductions import (
     _dim1,
@@ -194,8 +194,9 @@ def _cumext_kernel(ufunc, cpu_name: str):
             hit |= np.isnan(a)
         pos = np.arange(a.shape[d]).reshape((-1,) + (1,) * (a.ndim - d - 1))
         idx = np.maximum.accumulate(np.where(hit, pos, 0), axis=d).astype(np.int64)
-        # The values are the elements the indices name (a later -0.0 replaces a running 0.0)
-        return np.take_along_axis(a, idx, d), idx
+        # The values are the elements the indices name (a later -0.0 replaces a running 0.0),
+        # both contiguous whatever the input's layout, as PyTorch's kernel allocates them
+        return in_format(np.take_along_axis(a, idx, d), None), in_format(idx, None)
 
     return kernel
 

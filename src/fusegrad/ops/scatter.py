@@ -24,6 +24,7 @@ from ._util import (
     mismatched_source,
     numel,
     rand_array,
+    refuse_dtypes,
     shape_of,
     size_str,
     wrap_dim,
@@ -762,8 +763,16 @@ def _select_scatter_check(a, dim, index) -> int:
     return d
 
 
+def _check_src_size(src_shape, slot_shape) -> None:
+    """A `*_scatter`'s `src` must have the shape of the part of `self` it replaces."""
+    if tuple(src_shape) != tuple(slot_shape):
+        raise RuntimeError(f"expected src to have a size equal to the slice of self. src size "
+                           f"= {size_str(src_shape)}, slice size = {size_str(slot_shape)}")
+
+
 def _select_scatter_kernel(a, src, dim, index):
     d = _select_scatter_check(a, dim, index)
+    _check_src_size(np.shape(src), a.shape[:d] + a.shape[d + 1:])
     out = a.copy(order="K")  # in the input's memory order, as PyTorch's clone
     sl = [slice(None)] * a.ndim
     sl[d] = index
@@ -771,9 +780,17 @@ def _select_scatter_kernel(a, src, dim, index):
     return out
 
 
+def _select_scatter_meta(a, src, dim, index):
+    d = _select_scatter_check(a, dim, index)
+    shape, src_shape = tuple(a.shape), tuple(src.shape)
+    if all(isinstance(n, int) for n in (*shape, *src_shape)):  # (symbolic sizes: no test)
+        _check_src_size(src_shape, shape[:d] + shape[d + 1:])
+    return _same(a)
+
+
 select_scatter = register(
     "select_scatter", kernel=_select_scatter_kernel, result_order="operands",
-    meta=lambda a, src, dim, index: (_select_scatter_check(a, dim, index), _same(a))[1],
+    meta=lambda a, src, dim, index: _select_scatter_meta(a, src, dim, index),
     node="SelectScatterBackward0",
     lowering=lambda v, a, src, dim, index: v.select_scatter(a, src, dim, index),
     derivative=lambda g, dim, index: (
@@ -794,8 +811,19 @@ def _slice_tuple(ndim, dim, start, end, step):
 
 def _slice_scatter_kernel(a, src, dim=0, start=None, end=None, step=1):
     out = a.copy(order="K")  # in the input's memory order, as PyTorch's clone
-    out[_slice_tuple(a.ndim, dim, start, end, step)] = src
+    part = _slice_tuple(a.ndim, dim, start, end, step)
+    _check_src_size(np.shape(src), out[part].shape)
+    out[part] = src
     return out
+
+
+def _slice_scatter_meta(a, src, dim=0, start=None, end=None, step=1):
+    shape = list(a.shape)
+    d = wrap_dim(dim, len(shape))
+    if all(isinstance(v, (int, type(None))) for v in (*shape, *src.shape, start, end, step)):
+        shape[d] = len(range(*slice(start, end, step).indices(shape[d])))
+        _check_src_size(tuple(src.shape), tuple(shape))
+    return _same(a)
 
 
 def _slice_scatter_derivative(g, dim, start, end, step):
@@ -806,9 +834,8 @@ def _slice_scatter_derivative(g, dim, start, end, step):
 
 slice_scatter = register(
     "slice_scatter", kernel=_slice_scatter_kernel, result_order="operands",
-    meta=lambda a, src, dim=0, start=None, end=None, step=1: (
-        wrap_dim(dim, len(a.shape)), _same(a))[1],
-    node="SliceScatterBackward0", derivative=_slice_scatter_derivative,
+    meta=_slice_scatter_meta, node="SliceScatterBackward0",
+    derivative=_slice_scatter_derivative,
     lowering=lambda v, a, src, dim=0, start=None, end=None, step=1: v.slice_scatter(
         a, src, dim, start, end, step),
     save=lambda out, a, src, dim=0, start=None, end=None, step=1: (dim, start, end, step),
@@ -834,3 +861,8 @@ isin = register(
         Sample((np.array([1, 2, 3, 4, 2], dt), np.array([2, 4], dt))),
         Sample((np.array([[1, 5], [2, 0]], dt), np.array([2, 9, 1], dt), False, True),
                name="invert")], onnx=ox.isin)
+
+
+# PyTorch's isin takes no bool or complex elements.
+refuse_dtypes(isin, "isin", "bc", at=(0, 1),
+              message=lambda t: f"Unsupported input type encountered for isin(): {t}")

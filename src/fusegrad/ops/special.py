@@ -6,7 +6,15 @@ from __future__ import annotations
 import numpy as np
 
 from . import _onnx as ox
-from ._util import HALF, binary_kernel, binary_meta, float_np, rand_array, result_np
+from ._util import (
+    HALF,
+    binary_kernel,
+    binary_meta,
+    float_np,
+    iterator_laid,
+    rand_array,
+    result_np,
+)
 from .norms import _norm_derivative, _norm_kernel, _norm_meta, _norm_samples
 from .registry import Sample, register
 
@@ -28,7 +36,9 @@ def _xlogy_kernel(a, b):
         # number too: xlogy(x, 1e5) of float16 is x * log(inf))
         a, b = (np.asarray(x).astype(np.float32).astype(dt) for x in (a, b))
         return binary_kernel(lambda x, y: _xlogy_np(x, y, dt), to_float=True)(a, b)
-    return binary_kernel(_xlogy_np, to_float=True, real_only="xlogy_cpu")(a, b)
+    # (its formula's temporaries leave NumPy's order: PyTorch's iterator's, as for lerp)
+    return iterator_laid(binary_kernel(_xlogy_np, to_float=True, real_only="xlogy_cpu")(a, b),
+                         a, b, dt=dt)
 
 
 def _xlogy_samples(rng, dt):

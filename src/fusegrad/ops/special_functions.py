@@ -22,6 +22,7 @@ from ._util import (
     float_np,
     operand_order,
     rand_array,
+    refuse_dtypes,
     result_np,
     unary_kernel,
     unary_meta,
@@ -209,3 +210,10 @@ special_bessel_j1 = _no_grad_unary("special_bessel_j1", _B.j1, (-12, 12),
                                    tolerance={"float64": 1e-6}, result_order="operands")
 special_spherical_bessel_j0 = _no_grad_unary("special_spherical_bessel_j0", _B.spherical_j0,
                                              (-12, 12), result_order="operands")
+
+
+# PyTorch's CPU kernels have no complex forms.
+refuse_dtypes(special_i0e, "i0e_cpu", "c")
+refuse_dtypes(special_i1e, "i1e_cpu", "c")
+for _op in (special_xlog1py, special_xlog1py_self_scalar, special_xlog1py_other_scalar):
+    refuse_dtypes(_op, "xlog1py_cpu", "c", at=(0, 1))

@@ -34,7 +34,7 @@ acos atan sinh cosh asinh acosh atanh erf erfc floor ceil trunc frac sgn isnan i
 logical_not bitwise_not square round nan_to_num atan2 floor_divide remainder fmod minimum fmax
 lerp addcmul addcdiv logical_and logical_or logical_xor bitwise_and bitwise_or bitwise_xor
 arcsin arccos arctan arcsinh arccosh arctanh arctan2 fix moveaxis amin max min argmax argmin
-prod var std norm logsumexp cumsum cumprod cummax cummin all any count_nonzero median mode
+prod var std logsumexp cumsum cumprod cummax cummin all any count_nonzero median mode
 kthvalue topk msort flatten unflatten movedim broadcast_to repeat tile split chunk
 unsafe_split unsafe_chunk transpose_ tensor_split flip fliplr flipud roll tril triu diagonal
 diag_embed diag trace index_select gather take_along_dim scatter scatter_add index_add
@@ -46,7 +46,7 @@ masked_scatter scatter_reduce diagonal_scatter select_scatter slice_scatter uniq
 split_with_sizes narrow_copy diagflat hsplit vsplit dsplit nansum nanmean nanmedian quantile
 nanquantile cov corrcoef histc histogram aminmax logcumsumexp dist renorm ravel is_nonzero
 is_same_size det inverse slogdet logdet pinverse svd qr cholesky cholesky_solve cholesky_inverse
-triangular_solve matrix_power matrix_exp cross inner vdot addr addbmm kron lu_solve lu
+triangular_solve matrix_power matrix_exp cross inner vdot addr addbmm kron lu_solve
 stft istft eig lstsq solve symeig
 """.split()
 
@@ -122,6 +122,8 @@ METHODS: dict[str, tuple[str, ...]] = {
     "zero_": ("method", "_functions.inplace.zero_"),
     "fill_": ("method", "_functions.inplace.fill_"),
     "where": ("method", "_functions.methods._where_method"),
+    "norm": ("method", "_functions.methods._norm_method"),
+    "lu": ("method", "_functions.methods._lu_method"),
     "slice": ("method", "_functions.methods._slice_method"),
     "split": ("method", "_functions.methods._split_method"),
     "sort": ("method", "_functions.reduction._sort_method"),

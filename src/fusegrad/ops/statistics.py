@@ -18,7 +18,7 @@ import numpy as np
 from .. import _dtype
 from .._dispatch import call
 from . import _onnx as _ox
-from ._util import F32, HALF, Spec, c_contiguous, cj, dtype_of, rand_array, wrap_dim
+from ._util import F32, HALF, Spec, c_contiguous, cj, dtype_of, rand_array, refuse_dtypes, wrap_dim
 from .norms import norm_backward, vector_norm
 from .reductions import (
     _reduce_shape,
@@ -434,6 +434,8 @@ def _pdist_pairs(n):
 def _pdist_kernel(a, p=2.0):
     if a.ndim != 2:
         raise RuntimeError(f"pdist only supports 2D tensors, got: {a.ndim}D")
+    if not a.flags.c_contiguous:  # (`pdist` passes its input made contiguous)
+        raise RuntimeError("_pdist_forward requires contiguous input")
     if a.shape[0] > 1 and a.shape[1]:  # as in PyTorch: no kernel call for empty results
         _no_half_kernel("pdist", a)
     i, j = _pdist_pairs(a.shape[0])
@@ -560,3 +562,10 @@ renorm = register(
                                                 ((4, 2), 2, 0, 100.0))])
 
 renorm_ = inplace_variant(renorm, "renorm_", saves_self=True)
+
+
+# pdist and renorm refuse what PyTorch's kernels refuse before computing.
+refuse_dtypes(pdist, "pdist", "biuc", message=lambda t: "pdist only supports floating-point dtypes")
+for _op in (renorm, renorm_):
+    refuse_dtypes(_op, "renorm", "biu", message=lambda t: (
+        f"linalg.vector_norm: Expected a floating point or complex tensor as input. Got {t}"))

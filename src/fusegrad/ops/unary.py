@@ -24,6 +24,7 @@ from ._util import (
     half_formula,
     numpy_backward,
     rand_array,
+    refuse_dtypes,
     saved_array,
     unary_kernel,
     unary_meta,
@@ -38,7 +39,7 @@ from .arithmetic import (
     reciprocal,
 )
 from .complex import sgn_complex, sgn_complex_derivative
-from .registry import Sample, inplace_variant, register
+from .registry import REGISTRY, Sample, inplace_variant, register
 
 # ---------------------------------------------------------------- unary math
 
@@ -631,3 +632,8 @@ def _predicate(name, ufunc):
 isnan = _predicate("isnan", np.isnan)
 isinf = _predicate("isinf", np.isinf)
 isfinite = _predicate("isfinite", np.isfinite)
+
+
+# PyTorch's CPU kernel has no complex form (its vectorised erfc's).
+for _op in (erfc, REGISTRY["erfc_"]):
+    refuse_dtypes(_op, "erfc_vml_cpu", "c")

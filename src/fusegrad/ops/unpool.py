@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._dtype import FROM_NP, int64
-from ._util import Spec, rand_array
+from ._util import Spec, format_of, format_strides, in_format, rand_array, refuse_dtypes
 from .pooling import check_planes
 from .registry import Sample, register
 
@@ -41,7 +41,9 @@ def _unpool_meta(a, indices, output_size):
     if len(output_size) != 2:
         raise RuntimeError(f"There should be exactly two elements (height, width) in "
                            f"output_size, but got {len(output_size)} elements.")
-    return Spec(shape[:-2] + tuple(int(s) for s in output_size), a.dtype)
+    out_shape = shape[:-2] + tuple(int(s) for s in output_size)
+    # (allocated in the input's suggested memory format, as PyTorch's kernel does)
+    return Spec(out_shape, a.dtype, format_strides(out_shape, format_of(a)))
 
 
 def _unpool_kernel(a, indices, output_size):
@@ -55,7 +57,7 @@ def _unpool_kernel(a, indices, output_size):
                            f"{h}x{w})")
     out = np.zeros(a.shape[:-2] + (h * w,), dtype=a.dtype)
     np.put_along_axis(out, flat_idx, a.reshape(flat_idx.shape), axis=-1)
-    return out.reshape(spec.shape)
+    return in_format(out.reshape(spec.shape), format_of(a))
 
 
 def _unpool_derivative(g, shape, indices):
@@ -138,3 +140,8 @@ max_unpool3d = register(
     save=lambda out, a, indices, *rest: (tuple(a.shape), indices),
     samples=_unpool3d_samples, nondiff_args=(1,), saved_names=("", "indices"),
     autocast="fp32")
+
+
+# PyTorch's CPU kernels are for floating inputs only.
+refuse_dtypes(max_unpool2d, "max_unpool2d", "biuc")
+refuse_dtypes(max_unpool3d, "max_unpool3d", "biuc")

@@ -3,7 +3,11 @@
 
 from __future__ import annotations
 
+import numpy as np
+
+from ._util import Spec
 from .registry import REGISTRY, copy_variant
+from .views import infer_size, numel
 
 # view op -> its copying form, by ATen's overload names
 _VIEWS = {
@@ -17,6 +21,20 @@ _VIEWS = {
 }
 
 COPIES = {copy: copy_variant(REGISTRY[view], copy) for view, copy in _VIEWS.items()}
+
+
+def _view_copy_kernel(a, shape):
+    """ATen's `view_copy`: the view's values in new contiguous memory, or, where no view of
+    `a` has that shape (a transposed input), `a.reshape(shape)`'s: it never refuses."""
+    return np.array(np.reshape(a, infer_size(shape, a.size)), copy=True, order="C")
+
+
+def _view_copy_meta(a, shape):
+    return Spec(infer_size(shape, numel(a.shape)), a.dtype)
+
+
+COPIES["view_copy"].kernel = _view_copy_kernel
+COPIES["view_copy"].meta = _view_copy_meta
 
 # split_with_sizes whose pieces are independent tensors (no view bookkeeping), as unsafe_split
 unsafe_split_with_sizes = copy_variant(REGISTRY["split_with_sizes"], "unsafe_split_with_sizes",
