@@ -1403,13 +1403,7 @@ def test_compiled_matches_eager(prog, backend):
 # (checked with torch._dynamo.explain). fusegrad must capture them whole too. Where it breaks
 # instead, the values are still right (test_compiled_matches_eager): the break only costs the
 # graph. Each gap's minimal repro is in the reason.
-_CAPTURE_GAPS = {
-    "pruning_surgery":
-        "a module pruned by torch.nn.utils.prune (its forward pre-hook is a callable "
-        "BasePruningMethod object that setattr()s the masked weight and returns None): "
-        "m = nn.Linear(3, 2); prune.l1_unstructured(m, 'weight', amount=0.5); "
-        "fg._dynamo.explain(m)(fg.ones(1, 3)) captures no graph ('a call of a "
-        "L1Unstructured object returned None, not a tensor'); torch captures one graph",
+_CAPTURE_GAPS: dict = {
 }
 _NO_BREAK = [pytest.param(p, marks=pytest.mark.xfail(strict=True, reason=_CAPTURE_GAPS[p.__name__]))
              if p.__name__ in _CAPTURE_GAPS else p for p in COMPILED]

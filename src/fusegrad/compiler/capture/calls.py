@@ -49,6 +49,7 @@ from .objects import (
     construct,
     constructible,
     extreme,
+    follow_outside,
     holds_real,
     new_object,
     weak_reference,
@@ -790,6 +791,10 @@ def _hook_variable(tr, hook, source: str) -> Variable:
     through `source`; a function stays a constant (its identity is guarded)."""
     if not isinstance(hook, types.FunctionType) and constructible(type(hook)):
         return tr.builder.wrap(hook, source)
+    if not isinstance(hook, types.FunctionType) and constructible(type(hook), truth_ok=True):
+        followed = follow_outside(tr.builder, hook, source, truth_ok=True)
+        if followed is not None:  # (a container of pruning methods: its own `__len__`)
+            return followed
     return ConstantVariable(hook)
 
 

@@ -59,7 +59,11 @@ from .variables import (
 )
 
 # Special methods whose own definition makes an instance more than its `__dict__`.
-_OWN_BEHAVIOUR = ("__new__", "__getattribute__", "__del__", "__bool__", "__len__")
+_OWN_BEHAVIOUR = ("__new__", "__getattribute__", "__del__")
+# Special methods that decide an instance's truth: a module's hook object may define them in
+# Python (a container of pruning methods, `PruningContainer`, has `__len__`); it is followed
+# all the same (`constructible(cls, truth_ok=True)`), its truth a break (`truth`).
+_TRUTH_METHODS = ("__bool__", "__len__")
 # Special methods a class may define in Python (inlined on every attribute write or delete:
 # a frozen dataclass's raise FrozenInstanceError).
 _PYTHON_HOOKS = ("__setattr__", "__delattr__")
@@ -86,8 +90,11 @@ def _mapping_base(cls: type) -> type | None:
     return next((k for k in cls.__mro__ if k in _MAPPING_BASES), None)
 
 
-def constructible(cls) -> bool:
-    """Whether calling `cls(...)` can be followed as an `ObjectVariable` (see the module)."""
+def constructible(cls, truth_ok: bool = False) -> bool:
+    """Whether calling `cls(...)` can be followed as an `ObjectVariable` (see the module);
+    with `truth_ok`, also a class whose own Python `__bool__`/`__len__` decides its
+    instances' truth (which `truth` then refuses to answer: a module's hook object, only
+    ever called)."""
     if not isinstance(cls, type) or type(cls) not in (type, abc.ABCMeta) or \
             not _is_heap_type(cls):  # (a builtin class itself: dict, object)
         return False
@@ -101,6 +108,9 @@ def constructible(cls) -> bool:
         if k in _MAPPING_BASES:
             continue
         if not _is_heap_type(k) or any(name in vars(k) for name in _OWN_BEHAVIOUR) or any(
+                not truth_ok and name in vars(k) or
+                not isinstance(vars(k).get(name, _hook), types.FunctionType)
+                for name in _TRUTH_METHODS) or any(
                 not isinstance(vars(k).get(name, _hook), types.FunctionType)
                 for name in _PYTHON_HOOKS) or mapping is not None and any(
                 name in vars(k) for name in _MAPPING_PROTOCOL):
@@ -117,10 +127,11 @@ def constructible(cls) -> bool:
     return not issubclass(cls, Module)
 
 
-def keeps_plain(cls: type) -> bool:
+def keeps_plain(cls: type, decides_truth: bool = False) -> bool:
     """Whether `cls` still has none of the special methods that `constructible` refuses
-    (`_OWN_BEHAVIOUR`, a dict subclass's `_MAPPING_PROTOCOL`): a class may gain one after a
-    graph followed its instances (`P.__bool__ = ...`, a `__getattribute__`)."""
+    (`_OWN_BEHAVIOUR`, a dict subclass's `_MAPPING_PROTOCOL`), and still has (or still
+    lacks, as `decides_truth` says) one deciding its instances' truth: a class may gain one
+    after a graph followed its instances (`P.__bool__ = ...`, a `__getattribute__`)."""
     mapping = _mapping_base(cls) is not None
     for k in cls.__mro__[:-1]:
         if k in _MAPPING_BASES:
@@ -129,13 +140,19 @@ def keeps_plain(cls: type) -> bool:
         if any(n in names for n in _OWN_BEHAVIOUR) or mapping and any(
                 n in names for n in _MAPPING_PROTOCOL):
             return False
-    return True
+    return _decides_truth(cls) == decides_truth
+
+
+def _decides_truth(cls: type) -> bool:
+    """Whether `cls` defines `__bool__` or `__len__` (other than the builtin dict's)."""
+    return any(n in vars(k) for k in cls.__mro__[:-1] if k not in _MAPPING_BASES
+               for n in _TRUTH_METHODS)
 
 
 def guard_plain(guards, cls: type) -> None:
     """Guard `keeps_plain(cls)` (see there) for a graph that follows an instance of `cls`."""
-    guards.add(f"{guards.ref(keeps_plain, 'keeps_plain')}({guards.ref(cls, 'type')})",
-               first=True)
+    guards.add(f"{guards.ref(keeps_plain, 'keeps_plain')}({guards.ref(cls, 'type')}, "
+               f"{_decides_truth(cls)})", first=True)
 
 
 def _owner(cls: type, name: str, start: int = 0):
@@ -451,14 +468,15 @@ class _OutsideAttrs(dict):
         return dict.__getitem__(self, name)
 
 
-def follow_outside(builder, value, source: str) -> ObjectVariable | None:
+def follow_outside(builder, value, source: str,
+                   truth_ok: bool = False) -> ObjectVariable | None:
     """An object variable for `value`, an instance of a plain class (see `constructible`;
     not a dict subclass) read from `source` at a resume point, guarded by its type; None for
     any other value. One real object is one variable: its other sources are guarded to be
     it, and distinct objects to stay distinct (a write through one must show through the
     other only when eager's would)."""
     cls = type(value)
-    if not constructible(cls) or _mapping_base(cls) is not None or (
+    if not constructible(cls, truth_ok) or _mapping_base(cls) is not None or (
             any("__slots__" in vars(k) for k in cls.__mro__) and
             _owner(cls, "__getattr__")[1] is not _MISSING):  # (a slot's guard is `hasattr`)
         return None
@@ -698,8 +716,12 @@ def is_callable(tr, obj: ObjectVariable) -> bool:
 
 
 def truth(obj: ObjectVariable) -> bool:
-    """`bool(obj)`: a dict subclass's is its dict part's (`constructible` refuses classes
-    with their own `__bool__`/`__len__`); any other object is true."""
+    """`bool(obj)`: a dict subclass's is its dict part's (`constructible` refuses those with
+    their own `__bool__`/`__len__`); an object whose class defines either is a break (its
+    Python decides, for real); any other object is true."""
+    if _decides_truth(obj.cls):
+        raise Unsupported(f"the truth of a {obj.cls.__name__} object (its own "
+                          "__bool__/__len__)")
     return True if obj.mapping is None else bool(obj.mapping.items)
 
 
