@@ -98,7 +98,7 @@ class OpDef:
                  "metadata_only", "nondiff_outputs", "optional_tensor_args", "random",
                  "saved_names", "plain_args", "data_dependent", "permutes", "recomputable",
                  "autocast", "undefined_grads", "result_order", "save_reads_output",
-                 "overlap_ok", "forward_ad", "flops", "__weakref__")
+                 "overlap_ok", "forward_ad", "flops", "out_of_place", "__weakref__")
 
     def __init__(self, name: str, *, kernel: Callable, meta: Callable,
                  derivative: Callable | None = None, save: Callable | None = None,
@@ -222,6 +222,9 @@ class OpDef:
         self.save_reads_output = None
         # An in-place op whose derivative reads its input must save it before the write.
         self.saves_self_before_write = False
+        # An in-place op's out-of-place entry (`inplace_variant`: `pow_.Scalar` computes as
+        # `pow.Tensor_Scalar`, which its name does not say), None where not recorded.
+        self.out_of_place = None
         # No list, non-differentiable or optional tensor arguments: dispatch records the
         # node with its short loop (most ops).
         self.plain_args = not (list_arg or nondiff_args or optional_tensor_args)
@@ -331,6 +334,7 @@ def inplace_variant(op: OpDef, name: str, *, saves_self: bool = False, **overrid
     fields.update(overrides)
     new = register(name, inplace=True, **fields)
     new.saves_self_before_write = saves_self
+    new.out_of_place = op
     return new
 
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 import functools
 import math
 
+import numpy as np
+
 from ..._dtype import get_default_dtype
 from ..._symbolic import graph_is_dynamic
 from ..._tensor import Tensor
@@ -39,7 +41,61 @@ def _key(args, grad: bool, float_classes: bool = True) -> tuple:
             parts.append((float, _float_class(a) if float_classes else None))
         else:
             parts.append((type(a), repr(a)))
+    # Which tensor inputs share memory: a trace holds one value per input, so a write into
+    # one must not be reused for a call where another input sees that write.
+    parts.append(_memory_overlaps(args))
     return tuple(parts)
+
+
+def _memory_overlaps(args) -> tuple:
+    """The pairs (i, j), i < j, of tensor inputs whose memory overlaps (the same tensor
+    twice, views of one base that meet); () in the common case of none."""
+    owners: dict = {}
+    count = 0
+    for i, a in enumerate(args):
+        if isinstance(a, Tensor):
+            data = a._data
+            if data is not None and data.size:
+                base = data.base
+                owner = data if base is None else _owner(base)
+                owners.setdefault(id(owner), []).append(i)
+                count += 1
+    if len(owners) == count:
+        return ()  # one owner each (the common case, without asking NumPy)
+    pairs = []
+    for group in owners.values():
+        for k, i in enumerate(group):
+            for j in group[k + 1:]:
+                if _shares_memory(args[i]._data, args[j]._data):
+                    pairs.append((i, j))
+    return tuple(sorted(pairs))
+
+
+def _owner(data):
+    """The object at the end of array `data`'s chain of bases (what owns its memory; NumPy's
+    strided views keep theirs behind a stand-in object's `base`)."""
+    while True:
+        base = getattr(data, "base", None)
+        if base is None:
+            return data
+        data = base
+
+
+def _shares_memory(x, y) -> bool:
+    """Whether arrays `x` and `y` share an element; True where NumPy gives up deciding."""
+    try:
+        return bool(np.shares_memory(x, y, max_work=10_000))
+    except np.exceptions.TooHardError:
+        return True
+
+
+def _check_input_writes(trace, args) -> None:
+    """Refuse a trace that writes an input sharing memory with another input: the graph
+    reads each input's value as it came in, where eager would see the write through every
+    alias (the program then runs eagerly)."""
+    written = set(trace.mutated_inputs)
+    if written and any(i in written or j in written for i, j in _memory_overlaps(args)):
+        raise AOTUnsupported("an input written in place shares memory with another input")
 
 
 def _float_class(a: float) -> tuple:
@@ -146,6 +202,7 @@ class AOTCompiled:
                                         self.known_constants)
                 _check_float_inputs(trace_inference, self.fn, args, trace, self.decompositions,
                                     self.known_constants)
+                _check_input_writes(trace, args)
                 if not _needs_joint(trace, args):
                     logs.emit("aot_graphs", "Inference graph:\n" + trace.module.code)
                     fw = self.inference_compiler(trace.module, example_values(trace.module))
@@ -155,6 +212,7 @@ class AOTCompiled:
             trace = trace_joint(self.fn, args, self.decompositions, self.known_constants)
             _check_float_inputs(trace_joint, self.fn, args, trace, self.decompositions,
                                 self.known_constants)
+            _check_input_writes(trace, args)
             logs.emit("aot_joint_graph", "Joint graph:\n" + trace.module.code)
             fw_module, bw_module = self.partition_fn(
                 trace.module, list(args), num_fwd_outputs=trace.num_fwd_outputs)

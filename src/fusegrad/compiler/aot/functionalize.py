@@ -20,7 +20,11 @@ class AOTUnsupported(RuntimeError):
 
 
 def functional_variant(op: OpDef) -> OpDef | None:
-    """The out-of-place entry of in-place op `op` (`add_.Tensor` -> `add.Tensor`), if any."""
+    """The out-of-place entry of in-place op `op` (`add_.Tensor` -> `add.Tensor`), if any:
+    the one its registration names (`pow_.Scalar` is `pow.Tensor_Scalar`; `pow.Scalar` is a
+    number to a tensor's power), else by name."""
+    if op.out_of_place is not None:
+        return op.out_of_place
     base, dot, overload = op.name.partition(".")
     if not base.endswith("_"):
         return None

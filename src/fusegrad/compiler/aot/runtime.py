@@ -62,8 +62,13 @@ def make_compiled_function(fw, bw_module, bw_compiler, trace: TraceResult):
                 if switches else fw(*args)
             # An input the graph wrote (and that has history) is returned as itself, marked
             # dirty: it takes this node as its grad_fn, as an in-place op would give it.
+            # A view the graph made of its own value is a tensor of its own, as eager's
+            # output is (see `_unview`), whether or not it requires grad: a view of it made
+            # later is then a plain view, which eager lets the program write in place.
             outs = [args[infos[k].mutated_input] if infos[k].mutated_input is not None
-                    else _unview(result[k], args) if infos[k].requires_grad else result[k]
+                    else _unview(result[k], args)
+                    if infos[k].requires_grad or (infos[k].is_tensor and not infos[k].eager_view)
+                    else result[k]
                     for k in returned]
             ctx.mark_dirty(*[args[i] for i in written])
             # What earlier backwards (without retain_graph) went through: the outputs that

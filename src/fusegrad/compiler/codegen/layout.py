@@ -42,6 +42,14 @@ def k_order_strides(shape: tuple, operands: list) -> tuple:
 _UNKNOWN = object()  # a node whose layout is not known (its outputs stay contiguous)
 
 
+def _number_function(f) -> bool:
+    """Whether `f` is Python's arithmetic on numbers (`operator.mul`, `abs`, `math.sqrt`),
+    as a graph records it on its number inputs: a function of its arguments alone."""
+    module = getattr(f, "__module__", None) or getattr(type(f), "__module__", None)
+    return module in ("_operator", "operator", "math", "builtins") and \
+        getattr(f, "__name__", "") not in ("print", "input", "exec", "eval", "open")
+
+
 def _has_unknown(args) -> bool:
     for a in args:
         if a is _UNKNOWN or (isinstance(a, (list, tuple)) and _has_unknown(a)):
@@ -95,7 +103,17 @@ def _layout_of(n, args, kwargs, op):
     if op is None:
         # A Python function's result (a random factory's draw): the traced value's layout.
         val = n.meta.get("val")
-        return val if isinstance(val, FakeTensor) else _UNKNOWN
+        if isinstance(val, FakeTensor):
+            return val
+        # A number computed from the graph's numbers (`s * 2` of a dynamic float input):
+        # eager's kernels take it as a Python scalar, which leaves an elementwise result
+        # in its tensor operands' order; its value does not matter to a layout.
+        if isinstance(val, (bool, int, float)):
+            return val
+        if _number_function(n.target) and not kwargs and all(
+                type(a) in (bool, int, float) for a in args):
+            return n.target(*args)
+        return _UNKNOWN
     if kwargs or _has_unknown(args):
         return _UNKNOWN
     return with_eager_layout(op, args, FakeTensor._compute(op, tuple(args)))
