@@ -1,6 +1,7 @@
 """Comparing what a program returned under torch and under fusegrad: tensors as their
 dtype, shape, values, grad_fn name and requires_grad, containers recursively."""
 
+import collections
 import contextlib
 import functools
 import io
@@ -109,3 +110,24 @@ def compiler_fallbacks():
         yield found
     finally:
         logs.emit = emit
+
+
+def break_count(lib, prog):
+    """The graph breaks `prog` compiled with backend="eager" takes under `lib` (torch or
+    fusegrad), summed over the reasons, and the reasons."""
+    counters = lib._dynamo.utils.counters
+    lib._dynamo.reset()
+    counters.clear()
+    _, error, _ = run_program(functools.partial(prog, compiled="eager"), lib)
+    assert error is None
+    assert counters["stats"]["unique_graphs"] >= 1
+    # Reasons by their first line (torch's messages go on with hints and debug context), a
+    # break counted under both counters counted once.
+    reasons = {}
+    for kind in ("graph_break", "unimplemented"):
+        found = collections.Counter()
+        for reason, n in counters[kind].items():
+            found[reason.split("\n")[0]] += n
+        for reason, n in found.items():
+            reasons[reason] = max(reasons.get(reason, 0), n)
+    return sum(reasons.values()), reasons

@@ -32,7 +32,6 @@ import os
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import collections  # noqa: E402
 import copy  # noqa: E402
 import inspect  # noqa: E402
 import io  # noqa: E402
@@ -42,6 +41,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 from program_support import (  # noqa: E402
+    break_count,
     check_program,
     compare,
     compiler_fallbacks,
@@ -1290,27 +1290,6 @@ _CAPTURE_GAPS = {
 }
 
 
-def _break_count(lib, prog):
-    """The graph breaks `prog` compiled with backend="eager" takes under `lib` (torch or
-    fusegrad), summed over the reasons, and the reasons."""
-    counters = lib._dynamo.utils.counters
-    lib._dynamo.reset()
-    counters.clear()
-    _, error, _ = run_program(functools.partial(prog, compiled="eager"), lib)
-    assert error is None
-    assert counters["stats"]["unique_graphs"] >= 1
-    # Reasons by their first line (torch's messages go on with hints and debug context), a
-    # break counted under both counters counted once.
-    reasons = {}
-    for kind in ("graph_break", "unimplemented"):
-        found = collections.Counter()
-        for reason, n in counters[kind].items():
-            found[reason.split("\n")[0]] += n
-        for reason, n in found.items():
-            reasons[reason] = max(reasons.get(reason, 0), n)
-    return sum(reasons.values()), reasons
-
-
 _BREAKS = [pytest.param(p, marks=pytest.mark.xfail(strict=True, reason=_CAPTURE_GAPS[p.__name__]))
            if p.__name__ in _CAPTURE_GAPS else p for p in COMPILED]
 
@@ -1320,7 +1299,7 @@ _BREAKS = [pytest.param(p, marks=pytest.mark.xfail(strict=True, reason=_CAPTURE_
                               for p in _BREAKS])
 def test_compiled_graph_breaks(prog):
     """fusegrad breaks no more often than torch (none where torch captures whole)."""
-    count, reasons = _break_count(fg, prog)
+    count, reasons = break_count(fg, prog)
     assert count <= _TORCH_BREAKS.get(prog.__name__, 0), reasons
 
 
@@ -1328,7 +1307,7 @@ def test_compiled_graph_breaks(prog):
 def test_torch_graph_breaks(prog):
     """torch breaks the graphs of the programs in _TORCH_BREAKS, at least as often as recorded,
     and captures the others whole."""
-    count, reasons = _break_count(torch, prog)
+    count, reasons = break_count(torch, prog)
     if prog.__name__ in _TORCH_BREAKS:
         assert count >= _TORCH_BREAKS[prog.__name__], reasons
     else:

@@ -281,6 +281,11 @@ def refuse_dtypes(op, kernel_name: str, kinds: str, at: tuple = (0,), message=No
                     raise RuntimeError(message(legacy))
                 raise NotImplementedError(f'"{kernel_name}" not implemented for \'{legacy}\'')
 
+    _check_first(op, check)
+
+
+def _check_first(op, check) -> None:
+    """Make registry op `op`'s kernel and meta call `check(args)` before computing."""
     def wrap(fn):
         @functools.wraps(fn)
         def checked(*args, **kwargs):
@@ -307,17 +312,7 @@ def inplace_result_check(op, result_shape) -> None:
             raise RuntimeError(f"Bad in-place call: input tensor size {size_str(have)} and "
                                f"output tensor size {size_str(tuple(shape))} should match")
 
-    def wrap(fn):
-        @functools.wraps(fn)
-        def checked(*args, **kwargs):
-            check(args)
-            return fn(*args, **kwargs)
-
-        return checked
-
-    op.kernel = wrap(op.kernel)
-    if op.meta is not None:
-        op.meta = wrap(op.meta)
+    _check_first(op, check)
 
 
 def c_contiguous(kernel):
