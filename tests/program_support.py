@@ -131,3 +131,22 @@ def break_count(lib, prog):
         for reason, n in found.items():
             reasons[reason] = max(reasons.get(reason, 0), n)
     return sum(reasons.values()), reasons
+
+
+def check_compiled(prog, backend: str, fusegrad, gap: str | None = None) -> None:
+    """`prog` compiled with `backend` gives eager fusegrad's values, text and errors; under
+    AOT backends no graph runs eagerly, unless `gap` names a known fallback (then one must
+    still happen: a closed gap is taken off its table)."""
+    want, want_error, want_text = run_program(prog, fusegrad)
+    with compiler_fallbacks() as fallbacks:
+        got, got_error, got_text = run_program(functools.partial(prog, compiled=backend),
+                                               fusegrad)
+    assert got_error == want_error is None
+    assert got_text == want_text
+    compare(want, got, "compiled", 1e-5, 1e-5)
+    if backend != "eager":
+        # AOT autograd and the code generator compile every graph: none run eagerly
+        if gap:
+            assert fallbacks, f"closed, take it off its table of gaps: {gap}"
+        else:
+            assert not fallbacks, fallbacks

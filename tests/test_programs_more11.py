@@ -42,11 +42,9 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from program_support import (  # noqa: E402
     break_count,
+    check_compiled,
     check_program,
-    compare,
-    compiler_fallbacks,
     error_of,
-    run_program,
 )
 from program_support import maybe_compile as _maybe_compile  # noqa: E402
 
@@ -1227,19 +1225,7 @@ _AOT_GAPS = {}
 @pytest.mark.parametrize("prog,backend", _RUNS,
                          ids=[f"{p.__name__}-{b}" for p, b in _RUNS])
 def test_compiled_matches_eager(prog, backend):
-    want, want_error, want_text = run_program(prog, fg)
-    with compiler_fallbacks() as fallbacks:
-        got, got_error, got_text = run_program(functools.partial(prog, compiled=backend), fg)
-    assert got_error == want_error is None
-    assert got_text == want_text
-    compare(want, got, "compiled", 1e-5, 1e-5)
-    if backend != "eager":
-        # AOT autograd and the code generator compile every graph: none run eagerly
-        gap = _AOT_GAPS.get((prog.__name__, backend))
-        if gap:
-            assert fallbacks, f"closed, take it off _AOT_GAPS: {gap}"
-        else:
-            assert not fallbacks, fallbacks
+    check_compiled(prog, backend, fg, _AOT_GAPS.get((prog.__name__, backend)))
 
 
 # The graph breaks torch.compile (2.13, backend="eager") takes at least in each compiled
