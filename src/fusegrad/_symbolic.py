@@ -38,6 +38,10 @@ class ShapeEnv:
         # Divisions that do not come out exact, kept as atoms of polynomials: their text
         # (`((s77 - 1)//2)`) -> (operator, left, right, lower bound).
         self.atoms: dict[str, tuple] = {}
+        # `(op, a, b) -> value`: arithmetic of a symbol with a float (`0.9 ** s`), set by a
+        # capture whose floats can be graph values (a `SymFloat`); NotImplemented, or None
+        # here, specialises the symbol as `int()` does.
+        self.float_arithmetic = None
 
     def symbol(self, source: str, hint: int, duck: bool = True) -> tuple[SymInt, bool]:
         """The symbol for a dynamic size `hint` read from `source`, and whether it is new.
@@ -153,7 +157,7 @@ class SymInt:
 
     def __add__(self, other):
         if isinstance(other, float):
-            return int(self) + other  # a size in float arithmetic: specialised
+            return _with_float(operator.add, self, other)
         if isinstance(other, bool) or not isinstance(other, (int, SymInt)):
             return NotImplemented
         out = dict(self.poly)
@@ -165,19 +169,19 @@ class SymInt:
 
     def __sub__(self, other):
         if isinstance(other, float):
-            return int(self) - other
+            return _with_float(operator.sub, self, other)
         if isinstance(other, bool) or not isinstance(other, (int, SymInt)):
             return NotImplemented
         return self + (-1) * other
 
     def __rsub__(self, other):
         if isinstance(other, float):
-            return other - int(self)
+            return _with_float(operator.sub, other, self)
         return (-1) * self + other
 
     def __mul__(self, other):
         if isinstance(other, float):
-            return int(self) * other
+            return _with_float(operator.mul, self, other)
         if isinstance(other, bool) or not isinstance(other, (int, SymInt)):
             return NotImplemented
         out: dict = {}
@@ -191,7 +195,7 @@ class SymInt:
 
     def _divide(self, other, op):
         if isinstance(other, float):
-            return op(int(self), other)
+            return _with_float(op, self, other)
         if isinstance(other, bool) or not isinstance(other, (int, SymInt)):
             return NotImplemented
         a, b = self.poly, _poly(other)
@@ -214,7 +218,7 @@ class SymInt:
 
     def __rfloordiv__(self, other):
         if isinstance(other, float):
-            return other // int(self)
+            return _with_float(operator.floordiv, other, self)
         if isinstance(other, bool) or not isinstance(other, int):
             return NotImplemented
         return _atom(operator.floordiv, other, self, other // self.hint)
@@ -224,7 +228,7 @@ class SymInt:
 
     def __rmod__(self, other):
         if isinstance(other, float):
-            return other % int(self)
+            return _with_float(operator.mod, other, self)
         if isinstance(other, bool) or not isinstance(other, int):
             return NotImplemented
         return _atom(operator.mod, other, self, other % self.hint)
@@ -245,14 +249,14 @@ class SymInt:
             return out
         if isinstance(other, SymInt):
             other = int(other)
-        if not isinstance(other, (int, float)):
+        if not isinstance(other, (int, float)) or isinstance(other, bool):
             return NotImplemented
-        return int(self) ** other
+        return _with_float(operator.pow, self, other)
 
     def __rpow__(self, other):
-        if not isinstance(other, (int, float)):
+        if not isinstance(other, (int, float)) or isinstance(other, bool):
             return NotImplemented
-        return other ** int(self)
+        return _with_float(operator.pow, other, self)
 
     def __abs__(self):
         if self.lo >= 0:
@@ -266,10 +270,14 @@ class SymInt:
         return self
 
     def __truediv__(self, other):
-        return int(self) / other
+        if not isinstance(other, (int, float, SymInt)) or isinstance(other, bool):
+            return int(self) / other
+        return _with_float(operator.truediv, self, other)
 
     def __rtruediv__(self, other):
-        return other / int(self)
+        if not isinstance(other, (int, float)) or isinstance(other, bool):
+            return other / int(self)
+        return _with_float(operator.truediv, other, self)
 
     # ---------------------------------------------------------------- decisions
 
@@ -384,6 +392,18 @@ class SymInt:
 
 
 numbers.Integral.register(SymInt)
+
+
+def _with_float(op, a, b):
+    """`op(a, b)` for a SymInt and a number whose result is a float (`0.9 ** s`, `s / 2`,
+    `s * 0.5`): the capture's graph value where it has one (`ShapeEnv.float_arithmetic`),
+    else computed from the symbol's value, which specialises it."""
+    hook = (a if isinstance(a, SymInt) else b).env.float_arithmetic
+    if hook is not None:
+        out = hook(op, a, b)
+        if out is not NotImplemented:
+            return out
+    return op(int(a) if isinstance(a, SymInt) else a, int(b) if isinstance(b, SymInt) else b)
 
 
 def size_int(s):

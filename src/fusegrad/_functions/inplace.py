@@ -46,14 +46,18 @@ def to_copy(input, dtype):
 
 def add_(self, other, *, alpha=1):
     """In-place add."""
-    if alpha != 1 or alpha.__class__ is not int:  # alpha=True/1.0 are checked
+    # (alpha=True/1.0 are checked by the op; the class is tested first, so a float standing
+    # for a graph value is passed on without reading its value)
+    if alpha.__class__ is not int or alpha != 1:
         return call(P.add_, self, other, alpha)
     return call(P.add_, self, other)
 
 
 def sub_(self, other, *, alpha=1):
     """In-place subtract."""
-    if alpha != 1 or alpha.__class__ is not int:  # alpha=True/1.0 are checked
+    # (alpha=True/1.0 are checked by the op; the class is tested first, so a float standing
+    # for a graph value is passed on without reading its value)
+    if alpha.__class__ is not int or alpha != 1:
         return call(P.sub_, self, other, alpha)
     return call(P.sub_, self, other)
 

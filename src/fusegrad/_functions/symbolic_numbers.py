@@ -13,7 +13,7 @@ import numpy as np
 from .._symbolic import SymInt
 
 __all__ = ["sym_int", "sym_float", "sym_max", "sym_min", "sym_not", "sym_ite", "sym_sqrt",
-           "sym_sum"]
+           "sym_sum"]  # (and the `_sym_*` twins of `math` functions, added below)
 
 _NUMBERS = (np.integer, np.floating, int, float)
 
@@ -69,9 +69,39 @@ def sym_ite(b: Any, t: Any, f: Any) -> Any:
     return t if b else f
 
 
+def _math_twin(fn):
+    """`_sym_<name>` for Python's `math.<name>`: `fn(a)` of a number, or of a value standing
+    for one in a trace (AOT's float inputs define `__sym_<name>__`, which records the call)."""
+    name = fn.__name__
+    hook = f"__sym_{name}__"
+
+    def twin(a: Any) -> float:
+        method = getattr(type(a), hook, None)
+        return method(a) if method is not None else fn(a)
+
+    twin.__name__ = twin.__qualname__ = f"_sym_{name}"
+    twin.__doc__ = f"`math.{name}(a)`, also of a float standing for a graph value."
+    twin.math_name = name  # the `math` function it computes (guard text, code generation)
+    return twin
+
+
+# Python's `math` functions of one float that PyTorch spells `torch._sym_<name>`, each to its
+# twin: captured code calling one on a symbolic number records the twin in the graph.
+SYM_MATH = {fn: _math_twin(fn) for fn in (
+    math.sqrt, math.cos, math.cosh, math.sin, math.sinh, math.tan, math.tanh, math.asin,
+    math.acos, math.atan, math.log2)}
+for _twin in SYM_MATH.values():
+    globals()[_twin.__name__] = _twin
+__all__ += [t.__name__ for t in SYM_MATH.values()]
+_sym_sqrt = SYM_MATH[math.sqrt]
+# (each twin also takes its `math` function's place in the table, for calls made through
+# `torch._sym_sqrt` itself)
+SYM_MATH.update({t: t for t in list(SYM_MATH.values())})
+
+
 def sym_sqrt(a: Any) -> float:
     """`math.sqrt(a)`."""
-    return math.sqrt(a)
+    return _sym_sqrt(a)
 
 
 def sym_sum(*args: Any) -> Any:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 
 import numpy as np
 
@@ -179,10 +180,16 @@ class AOTCompiled:
         self.unsupported: str | None = None  # why no trace can express fn (it runs eagerly)
         self.cache: dict = {}
         self.fallback_reason: str | None = None
+        # Positions of integer inputs traced as float inputs, and of the integer outputs
+        # computed from them (`float_only_ints`).
+        self.float_ints: frozenset = frozenset()
+        self.int_outputs: frozenset = frozenset()
         functools.update_wrapper(self, fn)
 
     def compile_for(self, args):
         """The runner for these arguments (traced and compiled on first sight)."""
+        if self.float_ints:
+            args = _as_floats(args, self.float_ints)
         grad = needs_autograd(args)
         key = _key(args, grad, self.float_classes)
         runner = self.cache.get(key)
@@ -191,6 +198,9 @@ class AOTCompiled:
         return runner
 
     def __call__(self, *args):
+        if self.float_ints:
+            args = _as_floats(args, self.float_ints)
+            return _as_ints(self.compile_for(args)(*args), self.int_outputs)
         return self.compile_for(args)(*args)
 
     def _compile(self, args, grad: bool):
@@ -312,9 +322,104 @@ def aot_module_simplified(mod, args, fw_compiler, bw_compiler=None,
         logs.emit("recompiles", "AOT autograd traces a graph with symbolic sizes per input "
                   "signature (symbolic tracing is not implemented)")
     compiled.unsupported = _untraceable(mod)
+    if _is_graph_module(mod):
+        compiled.float_ints, compiled.int_outputs = float_only_ints(mod, len(state))
     runner = _ModuleRunner(compiled, state)
     compiled.compile_for(tuple(state) + tuple(args))
     return runner
+
+
+def float_only_ints(gm, offset: int = 0) -> tuple[frozenset, frozenset]:
+    """(positions, outputs): the positions (counted from `offset`) of graph `gm`'s integer
+    inputs that only feed float arithmetic (a step counter in `0.9 ** (step + 1)`, `step /
+    2`, `math.sqrt(step)`), directly or through integer arithmetic with int literals whose
+    results the graph may also return (`step + 1`, the counter's new value), and the indices
+    of those returned integers among the graph's outputs.
+
+    Such an input is traced as a float input, so one trace serves every value where a trace
+    per value would compile again on each step: each float use computes the same float from
+    the int as from its float (Python converts the int first), and the integer results
+    computed on the float are whole numbers, made ints again as they leave (`_as_ints`;
+    inputs past 2**31 stay ints and are traced per value, `_as_floats`)."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    positions, outputs = set(), set()
+    for i, p in enumerate(placeholders):
+        found = _feeds_floats_only(p) if p.meta.get("symbol") else None
+        if found is not None:
+            positions.add(offset + i)
+            outputs |= found
+    return frozenset(positions), frozenset(outputs)
+
+
+def _feeds_floats_only(p) -> set | None:
+    """The output indices `p`'s integer arithmetic reaches, or None where `p` (or an
+    integer computed from it) has a use other than number arithmetic and returning."""
+    todo, seen, outputs = [p], set(), set()
+    while todo:
+        node = todo.pop()
+        if not node.users:
+            return None
+        for user in node.users:
+            if user.op == "output":
+                results = user.args[0]
+                if not isinstance(results, (tuple, list)):
+                    return None
+                outputs |= {i for i, r in enumerate(results) if r is node}
+                continue
+            if user in seen:
+                continue
+            seen.add(user)
+            kind = _number_use(user, node)
+            if kind is None:
+                return None
+            if kind == "int":
+                todo.append(user)
+    return outputs
+
+
+def _number_use(node, value) -> str | None:
+    """What number arithmetic `node` makes of integer `value`: "float" (its result is a
+    float for every int), "int" (integer arithmetic with int literals), else None."""
+    if node.op != "call_function" or node.kwargs:
+        return None
+    target, args = node.target, node.args
+    if getattr(target, "math_name", None) is not None:  # a `_sym_*` twin of math's
+        return "float" if len(args) == 1 else None
+    if target is operator.neg and len(args) == 1:
+        return "int"
+    if len(args) != 2 or (target is not operator.truediv and target not in _INT_ARITHMETIC):
+        return None
+    others = [a for a in args if a is not value]
+    if len(others) != 1:
+        return None
+    other = others[0]
+    if target is operator.truediv or type(other) is float:
+        return "float"
+    if type(other) is int and target is not operator.pow:
+        return "int"
+    return None
+
+
+_INT_ARITHMETIC = frozenset([operator.add, operator.sub, operator.mul, operator.pow,
+                             operator.floordiv, operator.mod])
+
+
+def _as_floats(args, positions: frozenset) -> tuple:
+    """`args` with the ints at `positions` as floats (see `float_only_ints`), where each
+    integer computed from them stays exact (below 2**31; larger ones are traced as ints)."""
+    return tuple(float(a) if i in positions and type(a) is int and -_EXACT < a < _EXACT
+                 else a for i, a in enumerate(args))
+
+
+def _as_ints(results, positions: frozenset):
+    """`results` (a graph's outputs) with the whole numbers at `positions` as ints again."""
+    if not isinstance(results, (tuple, list)):
+        return results
+    return type(results)(int(r) if i in positions and r is not None else r
+                         for i, r in enumerate(results))
+
+
+_EXACT = 1 << 31
 
 
 def _is_graph_module(mod) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import operator
 
+from ..._functions.symbolic_numbers import SYM_MATH
 from .functionalize import AOTUnsupported
 
 
@@ -133,3 +134,16 @@ def plain(value):
     if value.__class__ in (list, tuple):
         return value.__class__(plain(v) for v in value)
     return value
+
+
+def _math_method(twin):
+    def method(self):
+        return self._record(twin, self)
+    method.__name__ = f"__sym_{twin.math_name}__"
+    return method
+
+
+# `torch._sym_sqrt(v)` (what capture records for `math.sqrt` of a dynamic float) of a traced
+# float: a node of the graph, not the example's value.
+for _twin in set(SYM_MATH.values()):
+    setattr(TracedFloat, f"__sym_{_twin.math_name}__", _math_method(_twin))

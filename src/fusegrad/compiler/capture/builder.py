@@ -39,6 +39,7 @@ from .symfloat import (
     hints,
     is_frame_input,
     perturbed,
+    size_arithmetic,
     specialize_all,
 )
 from .variables import (
@@ -124,6 +125,7 @@ class GraphBuilder:
         # automatically (after a change) each get their own.
         self.duck_sizing = False
         self.shape_env = ShapeEnv()
+        self.shape_env.float_arithmetic = size_arithmetic(self)
         # Symbols of sizes the program marked with `mark_dynamic`: specialising one is an
         # error (symbol -> the size's source).
         self.strict_symbols: dict[str, str] = {}

@@ -56,7 +56,7 @@ from .objects import (
     weak_target_held,
 )
 from .optimizers import call_scheduled_step, call_step, is_scheduled_step, is_traced_step
-from .symfloat import SymFloat, UnbackedFloat, format_lazily
+from .symfloat import SYM_MATH, SymFloat, UnbackedFloat, format_lazily, math_call
 from .translator import (
     PURE_BUILTINS,
     Return,
@@ -390,6 +390,10 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
         return _tensor_normal(tr, f, args, kwargs)
     if is_foreach(f):  # as its per-tensor calls
         return call_foreach(tr, f, args, kwargs, call_variable)
+    if f in SYM_MATH and len(args) == 1 and not kwargs and isinstance(args[0], ConstantVariable):
+        value = math_call(f, args[0].value, tr.builder)  # `math.sqrt(bias_correction)`
+        if value is not None:
+            return ConstantVariable(value)
     if _is_fusegrad_function(f) or f in _TENSOR_OPERATORS:
         name = getattr(f, "__name__", "")
         _refuse_new_leaf(kwargs)

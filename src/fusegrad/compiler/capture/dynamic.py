@@ -120,16 +120,18 @@ class DynamicPolicy:
     def is_dynamic_int(self, start: int, source: str, value: int) -> bool:
         """Whether integer input `value` (read from `source`) is a symbol: with
         `dynamic=True`, or once it changed between captures (automatic dynamic)."""
-        if self.dynamic is False or value < 2 or getattr(self.config, "specialize_int", False):
-            return False  # 0 and 1 stay static, as sizes do
+        if self.dynamic is False or getattr(self.config, "specialize_int", False):
+            return False
         if self.dynamic is True:
-            return True
+            return value >= 2
         if not self.config.automatic_dynamic_shapes:
             return False
+        # A change is noticed from any value (a step counter going 1 -> 2 is dynamic from
+        # its second capture), but 0 and 1 stay static, as sizes do.
         key = (start, source)
         before = self.seen.get(key, value)
         self.seen[key] = None if before is None or before != value else value
-        return self.seen[key] is None
+        return self.seen[key] is None and value >= 2
 
     def float_for_capture(self, start: int):
         """The `dynamic_floats(source, value)` callable for a capture from offset `start`."""

@@ -397,7 +397,7 @@ def _helpers() -> dict:
             "___default_dtype": lambda: _dtype.defaults.float, "___items": _items,
             "___autocast_default": get_autocast_dtype,
             "___module_call_is": _module_call_is, "___module_hooks_are": _module_hooks_are,
-            "___copysign": math.copysign,
+            "___copysign": math.copysign, "math": math,  # (`math.sqrt(L['v'])` of a SymFloat)
             "___same_data": _same_data, "___distinct_storage": _distinct_storage,
             "___no_global_module_hooks": _no_global_module_hooks}
 

@@ -531,6 +531,9 @@ class FrameRunner:
             stats["unique_graphs"] += 1
             stats["calls_captured"] += sum(n.op.startswith("call_") for n in graph.nodes)
         self._generate(seg, scope, [fast_sizes(s) for s in sources])
+        # The graph is made: a symbol met later (a fake tensor's size kept in the graph's
+        # metadata) specialises in float arithmetic, as outside capture.
+        builder.shape_env.float_arithmetic = None
 
     def _generate(self, seg: Segment, scope: dict, sources: list) -> None:
         """Write the Python that runs `seg` on every call (segment_code.py)."""

@@ -28,6 +28,8 @@ import math
 import operator
 import re
 
+from ..._functions.symbolic_numbers import SYM_MATH
+
 _FRAME_INPUT = re.compile(r"(L\[[^\[\]]+\]|S\[\d+\])")
 
 _SYMBOLS = {operator.add: "+", operator.sub: "-", operator.mul: "*", operator.truediv: "/",
@@ -69,20 +71,32 @@ class SymFloat:
         else:
             op, a, b = parts
             if b is None:
-                self.text = f"(-{_text(a)})" if op is operator.neg else f"abs({_text(a)})"
+                self.text = f"(-{_text(a)})" if op is operator.neg else \
+                    f"abs({_text(a)})" if op is operator.abs else \
+                    f"math.{op.math_name}({_text(a)})"  # a `_sym_*` function
             else:
                 self.text = f"({_text(a)} {_SYMBOLS[op]} {_text(b)})"
 
     # ---------------------------------------------------------------- inputs
 
     def leaves(self) -> list:
-        """The inputs this expression reads."""
+        """The float inputs this expression reads."""
         if self.leaf is not None:
             return [self]
         out = []
         for p in self.parts[1:]:
             if isinstance(p, SymFloat):
                 out += [q for q in p.leaves() if all(q is not r for r in out)]
+        return out
+
+    def sizes(self) -> list:
+        """The integer symbols' expressions this expression reads (`0.9 ** s`)."""
+        out = []
+        for p in self.parts[1:]:
+            if isinstance(p, SymFloat):
+                out += p.sizes()
+            elif _is_symint(p):
+                out.append(p)
         return out
 
     def unbacked(self) -> bool:
@@ -104,6 +118,8 @@ class SymFloat:
             self._data_dependent(f"Eq({self.text}, hint)")
         for leaf in self.leaves():
             self.builder.guards.constant(leaf.leaf, leaf.hint)
+        for size in self.sizes():
+            int(size)  # guards the symbols equal to their values
         return self.hint
 
     def node(self):
@@ -112,7 +128,7 @@ class SymFloat:
         if self.leaf is not None:
             return b.float_nodes[self.leaf]
         op, x, y = self.parts
-        args = (_node(x),) if y is None else (_node(x), _node(y))
+        args = (_node(x, b),) if y is None else (_node(x, b), _node(y, b))
         n = b.graph.call_function(op, args)
         b.created.append(n)
         return n
@@ -120,10 +136,8 @@ class SymFloat:
     # ---------------------------------------------------------------- arithmetic
 
     def _binary(self, op, a, c, reflected: bool):
-        if isinstance(c, SymFloat):
-            pass
-        elif _is_symint(c):
-            c = int(c)  # a size in float arithmetic: specialised
+        if isinstance(c, SymFloat) or _is_symint(c):
+            pass  # (a size in float arithmetic: a graph value as well)
         elif not isinstance(c, (int, float)) or _literal(c) is None:
             if isinstance(c, (int, float)):  # inf/NaN operand: no literal in guards
                 return op(*((c, self.specialize()) if reflected else (self.specialize(), c)))
@@ -134,8 +148,7 @@ class SymFloat:
         except (ArithmeticError, ValueError):
             # The error depends on the value (`1 / v` at 0): raise it for this value only.
             self.specialize()
-            if isinstance(c, SymFloat):
-                c.specialize()
+            _specialized(c)
             raise
         if not isinstance(hint, float):
             return op(*(_specialized(v) for v in (x, y)))  # a complex power: specialise
@@ -195,11 +208,9 @@ class SymFloat:
     # ---------------------------------------------------------------- decisions
 
     def _compare(self, op, c, reflected: bool = False):
-        if _is_symint(c):
-            c = int(c)
-        if not isinstance(c, (int, float, SymFloat)):
+        if not isinstance(c, (int, float, SymFloat)) and not _is_symint(c):
             return NotImplemented
-        if not isinstance(c, SymFloat) and _literal(c) is None:
+        if not isinstance(c, SymFloat) and not _is_symint(c) and _literal(c) is None:
             return op(self.specialize(), c)
         x, y = (c, self) if reflected else (self, c)
         cond = f"{_text(x)} {_COMPARE[op]} {_text(y)}"
@@ -238,15 +249,34 @@ class SymFloat:
     def __hash__(self) -> int:
         return hash(self.specialize())  # a missed lookup compares nothing: no other guard
 
-    def _needs_value(self, *_args):
-        # `int(v)`, `math.sqrt(v)`, `round(v)`: a graph break, and the result (on the stack
-        # or in a local after it) is an input of the next graph, dynamic once it changes.
-        # Specialising instead would recompile for every value.
+    def _needs_value(self, convert, *args):
+        # `int(v)`, `round(v)`: a graph break, and the result (on the stack or in a local
+        # after it) is an input of the next graph, dynamic once it changes. Specialising
+        # instead would recompile for every value. A value of sizes alone (`int(s * 0.5)`)
+        # specialises, as sizes do.
         from .variables import Unsupported
 
-        raise Unsupported("a conversion of a dynamic float needs its value")
+        if self.leaves() or self.unbacked():
+            raise Unsupported("a conversion of a dynamic float needs its value")
+        return convert(self.specialize(), *args)
 
-    __int__ = __trunc__ = __float__ = __round__ = __floor__ = __ceil__ = _needs_value
+    def __int__(self):
+        return self._needs_value(int)
+
+    def __trunc__(self):
+        return self._needs_value(math.trunc)
+
+    def __float__(self):
+        return self._needs_value(float)
+
+    def __round__(self, *ndigits):
+        return self._needs_value(round, *ndigits)
+
+    def __floor__(self):
+        return self._needs_value(math.floor)
+
+    def __ceil__(self):
+        return self._needs_value(math.ceil)
 
     def __format__(self, spec: str) -> str:
         return format(self.specialize(), spec)
@@ -290,19 +320,61 @@ def _is_symint(v) -> bool:
 
 
 def _hint(v):
-    return v.hint if isinstance(v, SymFloat) else v
+    return v.hint if isinstance(v, SymFloat) or _is_symint(v) else v
 
 
 def _text(v) -> str:
-    return v.text if isinstance(v, SymFloat) else _literal(v)
+    if isinstance(v, SymFloat):
+        return v.text
+    if _is_symint(v):
+        return f"({v.env.to_source(v.expr)})"
+    return _literal(v)
 
 
-def _node(v):
-    return v.node() if isinstance(v, SymFloat) else v
+def _node(v, builder):
+    if isinstance(v, SymFloat):
+        return v.node()
+    if _is_symint(v):
+        return v.node(builder.graph, builder.symbol_nodes, builder.created)
+    return v
 
 
 def _specialized(v):
-    return v.specialize() if isinstance(v, SymFloat) else v
+    if isinstance(v, SymFloat):
+        return v.specialize()
+    return int(v) if _is_symint(v) else v
+
+
+def size_arithmetic(builder):
+    """The `ShapeEnv.float_arithmetic` of a capture: a symbol's arithmetic with a float
+    (`0.9 ** s`, `s / 2`) is a SymFloat of `builder`'s graph, not the symbol's value (which
+    would recompile for each value of a step counter). Results that are not floats (`2 **
+    s`), and operands without a literal (inf, NaN), specialise as before."""
+    def arithmetic(op, a, b):
+        if any(not _is_symint(v) and _literal(v) is None for v in (a, b)):
+            return NotImplemented
+        try:
+            hint = op(_hint(a), _hint(b))
+        except (ArithmeticError, ValueError):
+            return NotImplemented  # (raised again from the values, which specialise)
+        if type(hint) is not float:
+            return NotImplemented
+        return SymFloat(hint, builder, parts=(op, a, b))
+    return arithmetic
+
+
+def math_call(fn, value, builder):
+    """`fn(value)` for `math.sqrt`-like `fn` (one with a `_sym_*` twin in `SYM_MATH`) of a
+    SymFloat or a size: a SymFloat computed by the twin in the graph; None where `value` is
+    neither or the call raises for this value (it then runs with the value)."""
+    if not (isinstance(value, SymFloat) or _is_symint(value)) or fn not in SYM_MATH:
+        return None
+    twin = SYM_MATH[fn]
+    try:
+        hint = twin(_hint(value))
+    except (ArithmeticError, ValueError):
+        return None
+    return SymFloat(hint, builder, parts=(twin, value, None))
 
 
 def has_symfloat(value) -> bool:

@@ -45,6 +45,8 @@ _UNKNOWN = object()  # a node whose layout is not known (its outputs stay contig
 def _number_function(f) -> bool:
     """Whether `f` is Python's arithmetic on numbers (`operator.mul`, `abs`, `math.sqrt`),
     as a graph records it on its number inputs: a function of its arguments alone."""
+    if getattr(f, "math_name", None) is not None:  # `torch._sym_sqrt`-like: math's twin
+        return True
     module = getattr(f, "__module__", None) or getattr(type(f), "__module__", None)
     return module in ("_operator", "operator", "math", "builtins") and \
         getattr(f, "__name__", "") not in ("print", "input", "exec", "eval", "open")

@@ -915,7 +915,11 @@ class GraphLowering:
             # Arithmetic on size inputs (`s77 * 4` of a dynamic graph): the graph is lowered
             # per input signature, so sizes are known here.
             return n.target(*args)
-        if n.target in _FLOAT_ARITHMETIC and any(isinstance(a, ScalarInput) for a in args):
+        number = n.target in _FLOAT_ARITHMETIC or \
+            getattr(n.target, "math_name", None) is not None  # (a `_sym_*` twin of math's)
+        if number and not kwargs and all(type(a) in (int, float) for a in args):
+            return n.target(*args)  # (sizes are known here: the graph is lowered per sizes)
+        if number and any(isinstance(a, ScalarInput) for a in args):
             # Python arithmetic on float inputs (`1 - p`): computed by Python between
             # kernels, exactly as the program computes it; the result is a float input too.
             out = ScalarInput(self.new_name(), (), _dtype.float64, ())
