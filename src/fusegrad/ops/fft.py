@@ -157,13 +157,11 @@ def _c2r_derivative(g, dim, normalization, last_dim_size):
     m = gi.shape[last]
     doubled = last_dim_size - m  # frequencies 1..doubled stand for themselves and a mirror
     if doubled > 0:
-        from .._tensor import Tensor
-
-        w = np.ones(m, g.dtype.np)
-        w[1:1 + doubled] = 2
-        shape = [1] * g.ndim
-        shape[last] = m
-        gi = gi * Tensor._make(w.reshape(shape))
+        # Added once more, padded back to m points: ops on the gradient only (no constant
+        # made from NumPy data), so that compiled backward graphs can trace it.
+        again = gi.narrow(last, 1, doubled)
+        pad = [0, 0] * (g.ndim - 1 - last) + [1, m - 1 - doubled]
+        gi = gi + call_op(_constant_pad_nd(), again, pad)
     return (gi, None, None, None)
 
 

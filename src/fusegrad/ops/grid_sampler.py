@@ -198,22 +198,31 @@ def check(input, grid, mode: str, dtypes: bool = True) -> None:
                            f"{grid.dtype.legacy}")
 
 
-def _sample_nan(input, grid, nan: np.ndarray, mode: str, padding_mode: str,
-                align_corners: bool):
-    """grid sampling of a grid with NaNs, as PyTorch's kernels treat them: the border and
-    reflection clipping takes a NaN coordinate to the first (2-D) or last (3-D) pixel; with
-    zeros padding a NaN point reads nothing (0), except that the 2-D bilinear kernel gives
-    NaN; bicubic gives NaN whatever the padding."""
+def _sample_nan(input, grid, nan, mode: str, padding_mode: str, align_corners: bool):
+    """grid sampling of a grid with NaNs (`nan`: a boolean tensor of the grid's shape), as
+    PyTorch's kernels treat them: the border and reflection clipping takes a NaN coordinate
+    to the first (2-D) or last (3-D) pixel; with zeros padding a NaN point reads nothing (0),
+    except that the 2-D bilinear kernel gives NaN; bicubic gives NaN whatever the padding.
+    Composed of ops on the mask, so that a grid without NaNs gives plain sampling's values
+    and gradients."""
     nan_out = mode == "bicubic" or (mode == "bilinear" and grid.dim() == 4
                                     and padding_mode == "zeros")
     far = padding_mode == "zeros" and not nan_out
     # (far outside: no tap inside the input reads a value)
-    clean = grid.masked_fill(_make(nan), -1e4 if far else 0.0)
-    masks = [_make(np.ascontiguousarray(nan[..., i])) for i in range(nan.shape[-1])]
+    clean = grid.masked_fill(nan, -1e4 if far else 0.0)
+    masks = [nan[..., i] for i in range(nan.shape[-1])]
     out = sample(input, clean, mode, padding_mode, align_corners, _masks=masks)
     if nan_out:
-        poison = np.where(nan.any(-1), np.nan, 0).astype(out.dtype.np)
-        out = out + _make(poison).unsqueeze(1)
+        # A NaN point gives NaN and passes no gradient to the input; the grid's gradient
+        # there is NaN in both coordinates (bicubic), or (bilinear) in x where y is NaN and
+        # in y where x is, as in PyTorch's backward kernels, whose weights along one axis
+        # multiply the other's differences. The term added is NaN at those points, 0
+        # elsewhere.
+        hit = nan.any(-1)
+        sel = hit.unsqueeze(-1).expand_as(nan) if mode == "bicubic" else nan.flip(-1)
+        weights = sel.to(grid.dtype).masked_fill(sel, float("nan"))
+        poison = (grid.masked_fill(~sel, 0.0) * weights).sum(-1)
+        out = out.masked_fill(hit.unsqueeze(1), 0.0) + poison.unsqueeze(1).to(out.dtype)
     return out
 
 
@@ -229,11 +238,17 @@ def sample(input, grid, mode: str, padding_mode: str, align_corners: bool, _mask
     masks = _masks
     # (a meta grid holds no values to look at; with zeros or reflection padding, PyTorch's
     # kernels take an infinite coordinate as they take a NaN one)
-    nan = None if masks or not grid.dtype.is_floating_point or grid.is_meta else \
-        np.isnan(grid.detach()._data) if padding_mode == "border" else \
-        ~np.isfinite(grid.detach()._data)
-    if nan is not None and nan.any():
-        return _sample_nan(input, grid, nan, mode, padding_mode, align_corners)
+    if not masks and grid.dtype.is_floating_point and not grid.is_meta:
+        values = grid.detach()._data
+        if values is None:
+            # A fake grid (a compiled backward being traced): whether it holds NaNs is known
+            # only when the graph runs, so the graph takes the NaN-aware path, computing the
+            # mask with ops (without NaNs it gives plain sampling's values).
+            found = grid.isnan() if padding_mode == "border" else ~grid.isfinite()
+            return _sample_nan(input, grid, found, mode, padding_mode, align_corners)
+        nan = np.isnan(values) if padding_mode == "border" else ~np.isfinite(values)
+        if nan.any():
+            return _sample_nan(input, grid, _make(nan), mode, padding_mode, align_corners)
     if mode == "bicubic":
         coords = [_unnormalize(grid[..., nd - 1 - i], size, align_corners, nd)
                   for i, size in enumerate(sizes)]
