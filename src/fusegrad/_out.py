@@ -145,6 +145,19 @@ def _resize(out: Tensor, shape: tuple, warn: str | None) -> None:
         out._data = flat.reshape(shape)
 
 
+def check_exact_dtype(name: str, result: Tensor, out: Tensor) -> None:
+    """PyTorch's common refusal of an `out` whose dtype is not `result`'s ("Expected out
+    tensor to have dtype float, but got double instead"), for functions writing into `out`
+    themselves."""
+    _check_dtype(("exact", facts.EXACT), name, result, out)
+
+
+def resize_with_warning(out: Tensor, shape: tuple) -> None:
+    """`out` resized to `shape` as PyTorch's `resize_output` does (its warning when `out`
+    had elements), for functions writing into `out` themselves."""
+    _resize(out, shape, facts.RESIZE_WARNING)
+
+
 # ---------------------------------------------------------------------------- overlap
 
 _OVERLAP_ERROR = ("unsupported operation: some elements of the input tensor and the written-to "
@@ -309,7 +322,8 @@ def write_out(plan: OutPlan, out, args: tuple, kwargs: dict):
     `out=` does (see the module's docstring); returns `out` or the named tuple of outs."""
     name = plan.name
     if name in facts.REFUSED:
-        raise TypeError(f"{name}() got an unexpected keyword argument 'out'")
+        # (named as PyTorch's binding names the ATen op: `special_softmax()`)
+        raise TypeError(f"{name.replace('.', '_')}() got an unexpected keyword argument 'out'")
     tensor_arguments = facts.TENSOR_ARGUMENTS.get(name)
     if tensor_arguments is not None:
         _check_tensor_arguments(name, tensor_arguments, args, kwargs)
@@ -402,8 +416,11 @@ def _not_implemented(node, aten: str):
     an op without a derivative records it: a NotImplemented node over the same inputs, whose
     backward raises PyTorch's error for `aten` ("aten::t_copy"). None for another node."""
     op = type(node)._op
-    if op is None or op.node == "NotImplemented":
-        return node if op is not None else None
+    if op is None:
+        return None
+    if op.node == "NotImplemented":
+        _keep_edges_only(node)
+        return node
     cls = _NOT_IMPLEMENTED.get(aten)
     if cls is None:
         stand_in = copy.copy(op)  # (no saved values: the derivative reads none)
@@ -418,7 +435,21 @@ def _not_implemented(node, aten: str):
             if slot != "__weakref__" and hasattr(node, slot):
                 setattr(made, slot, getattr(node, slot))
     made._saved, made._versions = (), None
+    _keep_edges_only(made)
     return made
+
+
+def _keep_edges_only(node) -> None:
+    """Drop `node`'s entries for inputs without a gradient: PyTorch's fallback for an op
+    without a derivative collects the edges of the inputs that require grad only. (Its
+    derivative raises before any entry is read.)"""
+    edges = node.next_functions
+    if all(e[0] is not None for e in edges):
+        return
+    keep = [i for i, e in enumerate(edges) if e[0] is not None]
+    node.next_functions = tuple(edges[i] for i in keep)
+    node._in_meta = tuple(node._in_meta[i] for i in keep)
+    node._pos = tuple(node._pos[i] for i in keep)
 
 
 def _write_with_history(out: Tensor, result: Tensor, aten: str, args: tuple, kwargs: dict,
@@ -579,14 +610,16 @@ def _specialise(wrapper: types.FunctionType) -> None:
 
 def guard_namespace(namespace: dict, prefix: str, implemented: frozenset = frozenset()) -> None:
     """Replace every public function in `namespace` that has an `out` parameter, except
-    those named in `implemented` (which write into `out` themselves), by its `handle_out`
-    form. Aliases (`multiply` and `mul`) stay one object, named after the function."""
+    those named in `implemented` or marked `writes_out` (which write into `out`
+    themselves), by its `handle_out` form. Aliases (`multiply` and `mul`) stay one object,
+    named after the function."""
     space = prefix.partition(".")[2]
     wrapped: dict = {}
     for name, fn in list(namespace.items()):
         if name.startswith("_") or name in implemented or not isinstance(fn, types.FunctionType):
             continue
-        if getattr(fn, "handles_out", False) or not _takes_out(fn):
+        if getattr(fn, "handles_out", False) or getattr(fn, "writes_out", False) or \
+                not _takes_out(fn):
             continue
         if fn not in wrapped:
             public = fn.__name__ if namespace.get(fn.__name__) is fn else name

@@ -73,7 +73,7 @@ def logsigmoid(input):
     return call(A.log_sigmoid, input)
 
 
-def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+def hardshrink(input: Tensor, lambd: float = 0.5, *, out=None) -> Tensor:
     """x where |x| > lambd, else 0."""
     return call(K.hardshrink, input, lambd)
 

@@ -154,7 +154,7 @@ def vander(x: Tensor, N: int | None = None, increasing: bool = False) -> Tensor:
     return result if increasing else result.flip(1)
 
 
-def mvlgamma(input: Tensor, p: int) -> Tensor:
+def mvlgamma(input: Tensor, p: int, *, out=None) -> Tensor:
     """The multivariate log-gamma of dimension `p`, elementwise."""
     if p < 1:
         raise RuntimeError("p has to be greater than or equal to 1")
@@ -169,7 +169,7 @@ def _mvlgamma_(self: Tensor, p: int) -> Tensor:
     return self.copy_(mvlgamma(self, p))
 
 
-def frobenius_norm(input: Tensor, dim, keepdim: bool = False) -> Tensor:
+def frobenius_norm(input: Tensor, dim, keepdim: bool = False, *, out=None) -> Tensor:
     """The deprecated 2-norm over `dim` (recorded as the legacy `norm`, as PyTorch does)."""
     from .._dispatch import call
     from ..ops import special
@@ -180,7 +180,7 @@ def frobenius_norm(input: Tensor, dim, keepdim: bool = False) -> Tensor:
     return call(special.norm_dim, input, 2, list(dim), keepdim)
 
 
-def nuclear_norm(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
+def nuclear_norm(input: Tensor, dim=None, keepdim: bool = False, *, out=None) -> Tensor:
     """The deprecated nuclear norm (sum of singular values) over two dimensions."""
     from ..linalg import matrix_norm
 

@@ -28,6 +28,7 @@ from .._dispatch import check_inplace_allowed, handle_function
 from .._tensor import Tensor
 from .._torch_function_wrappers import _wrap_function
 from ..autograd.grad_mode import is_grad_enabled
+from ..autograd.graph import _modified_message
 from ..ops import foreach as table
 from ..ops.overloads import aten
 from .pointwise import pow as _pow
@@ -377,6 +378,52 @@ def execute(plan: Plan, first):
     return first if plan.inplace else tuple(results)
 
 
+def _guard_saved(params, bound: dict, results: tuple, saves_lists: bool) -> None:
+    """Check, before any node of an out-of-place call's results runs its backward, the
+    versions of the inputs PyTorch's one node per call saves, in its order (each tensor
+    list in parameter order, then the 0-d tensor operand): every tensor list for the binary
+    and pointwise families (`saves_lists`: PyTorch's foreach formulas read `self` even
+    where the per-tensor op needs none, `_foreach_add(xs, ys)` saves both lists), otherwise
+    the lists the per-tensor ops save. An input changed in place since is PyTorch's error,
+    naming the first changed tensor in that order, whichever node the backward reaches
+    first. (The results the per-tensor nodes save are checked by those nodes.)"""
+    nodes: list = []
+    for r in results:
+        node = r.grad_fn if isinstance(r, Tensor) else None
+        if node is not None and all(node is not n for n in nodes):
+            nodes.append(node)
+    if not nodes:
+        return
+    saved = {id(v) for node in nodes for v in (getattr(node, "_saved", None) or ())
+             if isinstance(v, Tensor)}
+    checked: list = []
+    for p in params:
+        value = bound.get(p.name)
+        if p.kind == "TensorList":
+            if saves_lists or any(id(t) in saved for t in value):
+                checked.extend(value)
+        elif p.kind == "Tensor" and isinstance(value, Tensor) and id(value) in saved:
+            checked.append(value)
+    # (tensors without a version counter, inference tensors, are never saved)
+    expected = [(t, t._vc[0]) for t in checked if t._vc.__class__ is list]
+    if not expected:
+        return
+    for node in nodes:
+        node.register_prehook(_version_check(node, expected))
+
+
+def _version_check(node, expected: list) -> Callable:
+    def check(grad_outputs):
+        if getattr(node, "_saved", ()) is None:  # released: the node says so itself
+            return None
+        for t, version in expected:
+            if t._vc[0] != version:
+                raise RuntimeError(_modified_message(t, version))
+        return None
+
+    return check
+
+
 def _target(name: str) -> str | Callable:
     """The step target for `name`: a Tensor method, or for a registry overload's name
     (`add_.Scalar`) that op (`aten.add_.Scalar`), whose node PyTorch's loops record."""
@@ -595,7 +642,7 @@ def _family(op: str) -> Callable[[str, bool], Callable]:
 
 
 def _build(name: str, signatures: tuple[str, ...], make_plan: Callable,
-           inplace: bool) -> Callable:
+           inplace: bool, saves_lists: bool = False) -> Callable:
     overloads = tuple(_parse(s) for s in signatures)
 
     def plan(args: tuple, kwargs: dict) -> Plan:
@@ -613,7 +660,10 @@ def _build(name: str, signatures: tuple[str, ...], make_plan: Callable,
             # fx's proxies among the arguments: they record the call (as for every public
             # function; tensors subclassing Tensor reach their handler through the wrapper)
             return handle_function(wrapper, args, kwargs)
-        return execute(make_plan(bound, params), args[0] if args else kwargs.get("self"))
+        result = execute(make_plan(bound, params), args[0] if args else kwargs.get("self"))
+        if not inplace and is_grad_enabled():
+            _guard_saved(params, bound, result, saves_lists)
+        return result
 
     base = name[len("_foreach_"):].rstrip("_")
     shown = "\n".join(f"    {name}({_overload_text(ps)})" for ps in overloads)
@@ -647,8 +697,10 @@ def _namespace() -> dict[str, Callable]:
             name = f"_foreach_{op}{'_' if inplace else ''}"
             # The in-place form has only the overloads that write into their first argument.
             own = tuple(s for s in signatures if not inplace or s.startswith("TensorList self"))
-            make_plan = _SPECIAL.get(name) or _family(op)(op, inplace)
-            out[name] = _build(name, own, make_plan, inplace)
+            family = None if name in _SPECIAL else _family(op)
+            make_plan = _SPECIAL.get(name) or family(op, inplace)
+            out[name] = _build(name, own, make_plan, inplace,
+                               saves_lists=family in (_plan_binary, _plan_pointwise))
     return out
 
 

@@ -524,7 +524,7 @@ def scatter(input, dim, index, src=None, *, value=None, reduce=None, out=None):
     return call(X.scatter_value, input, dim, index, src)
 
 
-def scatter_add(input, dim, index, src):
+def scatter_add(input, dim, index, src, *, out=None):
     """A copy of `input` with `src` added at `index` along `dim`."""
     return call(X.scatter_add, input, dim, index, src)
 

@@ -177,7 +177,7 @@ def lu_solve(b: Tensor, LU_data: Tensor, LU_pivots: Tensor, *, out=None) -> Tens
     return _linalg().lu_solve(LU_data, LU_pivots, b)
 
 
-def orgqr(input: Tensor, tau: Tensor) -> Tensor:
+def orgqr(input: Tensor, tau: Tensor, *, out=None) -> Tensor:
     """`torch.linalg.householder_product` under LAPACK's name."""
     return call(D.linalg_householder_product, input, tau)
 

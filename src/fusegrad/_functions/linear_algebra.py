@@ -133,7 +133,7 @@ def baddbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
     return call(L.baddbmm, input, batch1, batch2, beta, alpha)
 
 
-def _addmv_check(input, mat, vec) -> None:
+def _addmv_check(input, mat, vec, beta, alpha) -> None:
     """PyTorch's addmv checks: a vector (or a number's 0-d tensor) plus a matrix times a
     vector, the input of the product's size (or of one element)."""
     if not all(isinstance(t, Tensor) for t in (input, mat, vec)):
@@ -145,11 +145,35 @@ def _addmv_check(input, mat, vec) -> None:
         first = input.shape[0] if input.dim() else input.numel()
         raise RuntimeError(f"size mismatch, got input ({first}), mat ({mat.shape[0]}x"
                            f"{mat.shape[1]}), vec ({vec.shape[0]})")
+    if not (input.dtype is mat.dtype is vec.dtype):
+        raise RuntimeError(f"addmv input tensors must have the same dtype, but got "
+                           f"{input.dtype.legacy}, {mat.dtype.legacy}, and {vec.dtype.legacy}")
+    if not mat.dtype.is_complex and any(isinstance(c, complex) for c in (beta, alpha)):
+        # (PyTorch names the C++ type the coefficient converts to: int64_t for Long)
+        cpp = "int64_t" if mat.dtype is _dtype.int64 else mat.dtype.cpp
+        raise RuntimeError(f"value cannot be converted to type {cpp} without overflow")
+
+
+def _one_op_addmv(input, mat, vec, beta, alpha) -> bool:
+    """Whether PyTorch's one `addmv` op (AddmvBackward0) computes this call here: tensors of
+    one floating or complex dtype and real coefficients (or complex tensors). The other
+    calls (integer or mixed dtypes, whose promotion and checks `mv` and `add` give) are
+    computed as the sum of those."""
+    if not (isinstance(input, Tensor) and isinstance(mat, Tensor) and isinstance(vec, Tensor)):
+        return False
+    dt = mat.dtype
+    if input.dtype is not dt or vec.dtype is not dt or not (dt.is_floating_point or
+                                                              dt.is_complex):
+        return False
+    return dt.is_complex or not any(isinstance(c, complex) or (
+        isinstance(c, Tensor)) for c in (beta, alpha))
 
 
 def addmv(input, mat, vec, *, beta=1, alpha=1, out=None):
     """beta * input + alpha * (mat @ vec)."""
-    _addmv_check(input, mat, vec)
+    _addmv_check(input, mat, vec, beta, alpha)
+    if _one_op_addmv(input, mat, vec, beta, alpha):
+        return call(L.addmv, input, mat, vec, beta, alpha)
     prod = mv(mat, vec)
     if not (prod.dtype.is_floating_point or prod.dtype.is_complex):
         beta, alpha = L.integer_coefficients(prod.dtype.np, beta, alpha)

@@ -32,8 +32,15 @@ def _baddbmm_(self: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1) 
 
 def _addmv_(self: Tensor, mat: Tensor, vec: Tensor, *, beta=1, alpha=1) -> Tensor:
     """In place: self = beta * self + alpha * mat @ vec."""
-    from .linear_algebra import addmv
+    from .linear_algebra import _addmv_check, _one_op_addmv, addmv
 
+    if all(isinstance(t, Tensor) for t in (mat, vec)):
+        _addmv_check(self, mat, vec, beta, alpha)
+        if tuple(self.shape) != (mat.shape[0],):
+            raise RuntimeError(f"Bad in-place call: input tensor size {list(self.shape)} and "
+                               f"output tensor size {[mat.shape[0]]} should match")
+        if _one_op_addmv(self, mat, vec, beta, alpha):
+            return call(L.addmv_, self, mat, vec, beta, alpha)  # (one AddmvBackward0)
     return copy_(self, addmv(self, mat, vec, beta=beta, alpha=alpha))
 
 

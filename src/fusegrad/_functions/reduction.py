@@ -77,7 +77,7 @@ def _softmax_dtype(fn: str, dtype):
     return as_dtype(dtype)
 
 
-def softmax(input, dim=None, dtype=None, *, _stacklevel=3, axis=None):
+def softmax(input, dim=None, dtype=None, *, _stacklevel=3, axis=None, out=None):
     """exp(x) / sum(exp(x)) along `dim`."""
     if dim.__class__ is not int or axis is not None:
         dim = _args.index(_args.required_dim("softmax", dim, axis))
@@ -86,7 +86,7 @@ def softmax(input, dim=None, dtype=None, *, _stacklevel=3, axis=None):
     return call(R.softmax, input, dim, False)
 
 
-def log_softmax(input, dim=None, dtype=None, *, _stacklevel=3, axis=None):
+def log_softmax(input, dim=None, dtype=None, *, _stacklevel=3, axis=None, out=None):
     """log(softmax(x)) along `dim`, computed stably."""
     if dim.__class__ is not int or axis is not None:
         dim = _args.index(_args.required_dim("log_softmax", dim, axis))

@@ -337,7 +337,7 @@ def masked_scatter_(self: Tensor, mask: Tensor, source: Tensor) -> Tensor:
 
 
 def scatter_reduce(input: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str, *,
-                   include_self: bool = True) -> Tensor:
+                   include_self: bool = True, out=None) -> Tensor:
     """Scatter `src` into a copy of `input`, combining colliding values with `reduce`
     ('sum', 'prod', 'mean', 'amax' or 'amin')."""
     return call(SC.scatter_reduce, input, dim, index, src, reduce, include_self)
@@ -361,13 +361,13 @@ def select_scatter(input: Tensor, src: Tensor, dim: int, index: int) -> Tensor:
 
 
 def slice_scatter(input: Tensor, src: Tensor, dim: int = 0, start=None, end=None,
-                  step: int = 1) -> Tensor:
+                  step: int = 1, *, out=None) -> Tensor:
     """A copy with the slice `start:end:step` of `dim` replaced by `src`."""
     return call(SC.slice_scatter, input, src, dim, start, end, step)
 
 
 def isin(elements, test_elements, *, assume_unique: bool = False,
-         invert: bool = False) -> Tensor:
+         invert: bool = False, out=None) -> Tensor:
     """Whether each element of `elements` occurs in `test_elements`."""
     if not isinstance(elements, Tensor):
         elements = tensor(elements)

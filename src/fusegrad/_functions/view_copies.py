@@ -7,68 +7,130 @@ import numbers
 
 from .._dispatch import call
 from .._tensor import Tensor
+from ..autograd.grad_mode import is_grad_enabled
 from ..ops.view_copies import COPIES as C
 from .shape import _shape_args
 
 
-def permute_copy(input: Tensor, dims) -> Tensor:
+def permute_copy(input: Tensor, dims, *, out=None) -> Tensor:
     """A copy of `input.permute(dims)`."""
     return call(C["permute_copy"], input, _shape_args((dims,)))
 
 
-def t_copy(input: Tensor) -> Tensor:
+def t_copy(input: Tensor, *, out=None) -> Tensor:
     """A copy of `input.t()`."""
     return call(C["t_copy"], input)
 
 
-def view_copy(input: Tensor, size) -> Tensor:
+def view_copy(input: Tensor, size, *, out=None) -> Tensor:
     """A copy of `input.view(size)`."""
     return call(C["view_copy"], input, _shape_args((size,)))
 
 
-def alias_copy(input: Tensor) -> Tensor:
+def alias_copy(input: Tensor, *, out=None) -> Tensor:
     """A copy of `input` recorded as a copied alias."""
     return call(C["alias_copy"], input)
 
 
-def detach_copy(input: Tensor) -> Tensor:
-    """A copy of `input.detach()`."""
-    return input.detach().clone()
+def detach_copy(input: Tensor, *, out=None) -> Tensor:
+    """A copy of `input.detach()` (recorded as an op without a derivative, as PyTorch's)."""
+    from ..ops.view_copies import detach_copy as op
+
+    return call(op, input)
 
 
-def expand_copy(input: Tensor, size, *, implicit: bool = False) -> Tensor:
+def expand_copy(input: Tensor, size, *, implicit: bool = False, out=None) -> Tensor:
     """A copy of `input.expand(size)`."""
     return call(C["expand_copy"], input, _shape_args((size,)))
 
 
-def select_copy(input: Tensor, dim: int, index: int) -> Tensor:
+def select_copy(input: Tensor, dim: int, index: int, *, out=None) -> Tensor:
     """A copy of `input.select(dim, index)`."""
     return call(C["select_copy.int"], input, dim, int(index))
 
 
-def slice_copy(input: Tensor, dim: int = 0, start=None, end=None, step: int = 1) -> Tensor:
+def slice_copy(input: Tensor, dim: int = 0, start=None, end=None, step: int = 1, *,
+               out=None) -> Tensor:
     """A copy of `input[start:end:step]` along `dim`."""
     return call(C["slice_copy.Tensor"], input, dim, start, end, step)
 
 
-def unfold_copy(input: Tensor, dimension: int, size: int, step: int) -> Tensor:
+def unfold_copy(input: Tensor, dimension: int, size: int, step: int, *, out=None) -> Tensor:
     """A copy of `input.unfold(dimension, size, step)`."""
     return call(C["unfold_copy"], input, dimension, size, step)
 
 
-def diagonal_copy(input: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
+def diagonal_copy(input: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1, *,
+                  out=None) -> Tensor:
     """A copy of `input.diagonal(offset, dim1, dim2)`."""
     return call(C["diagonal_copy"], input, offset, dim1, dim2)
 
 
-def split_copy(input: Tensor, split_size: int, dim: int = 0) -> tuple:
-    """Copies of the pieces of `input.split(split_size, dim)`."""
-    return tuple(call(C["split_copy.Tensor"], input, int(split_size), dim))
+def _write_pieces(pieces: tuple, out, name: str, kernel: str, position: int, *,
+                  resizes: bool) -> None:
+    """PyTorch's out= of the copying splits: `out`, a list or tuple of as many tensors as
+    there are pieces, gets each piece written in place, outside autograd (an input that
+    requires grad leaves no history). `split_copy` copies as `copy_` does (broadcast, any
+    dtype; no resize); the others (`resizes`) resize each out of another shape, with
+    PyTorch's warning when it had elements, and want the piece's dtype exactly. `kernel`
+    and `position` are the names PyTorch's messages give the kernel and the argument."""
+    from .. import _out
+    from ..autograd.grad_mode import no_grad
+
+    _check_outs(out, name, position)
+    if len(out) != len(pieces):
+        raise RuntimeError(f"{kernel} expected an out= argument of size {len(pieces)}, got "
+                           f"size {len(out)}")
+    with no_grad():
+        for piece, o in zip(pieces, out):
+            if resizes:
+                _out.check_exact_dtype(name, piece, o)
+                if tuple(o.shape) != tuple(piece.shape):
+                    _out.resize_with_warning(o, tuple(piece.shape))
+            o.copy_(piece)
 
 
-def split_with_sizes_copy(input: Tensor, split_sizes, dim: int = 0) -> tuple:
-    """Copies of the pieces of `input.split(split_sizes, dim)`."""
-    return tuple(call(C["split_with_sizes_copy"], input, [int(s) for s in split_sizes], dim))
+def _check_outs(out, name: str, position: int) -> None:
+    """PyTorch's argument errors for the list `out` (checked before anything is computed),
+    and `unbind_copy`'s autograd refusal of an `out` that requires grad."""
+    from ..ops import out_facts
+
+    if not isinstance(out, (list, tuple)):
+        raise TypeError(f"{name}(): argument 'out' must be tuple of Tensors, not "
+                        f"{type(out).__name__}")
+    for i, o in enumerate(out):
+        if not isinstance(o, Tensor):
+            raise TypeError(f"expected Tensor as element {i} in argument {position}, but got "
+                            f"{type(o).__name__}")
+    if name == "unbind_copy" and is_grad_enabled() and any(o.requires_grad for o in out):
+        raise RuntimeError(out_facts.GRAD_ERROR.format(name))
+
+
+def split_copy(input: Tensor, split_size: int, dim: int = 0, *, out=None) -> tuple | None:
+    """Copies of the pieces of `input.split(split_size, dim)` (with `out`, written into its
+    tensors; None returned)."""
+    if out is not None:
+        _check_outs(out, "split_copy", 3)
+    pieces = tuple(call(C["split_copy.Tensor"], input, int(split_size), dim))
+    if out is None:
+        return pieces
+    _write_pieces(pieces, out, "split_copy", "split_copy_Tensor_out()", 3, resizes=False)
+    return None
+
+
+def split_with_sizes_copy(input: Tensor, split_sizes, dim: int = 0, *,
+                          out=None) -> tuple | None:
+    """Copies of the pieces of `input.split(split_sizes, dim)` (with `out`, written into its
+    tensors; None returned)."""
+    if out is not None:
+        _check_outs(out, "split_with_sizes_copy", 3)
+    pieces = tuple(call(C["split_with_sizes_copy"], input, [int(s) for s in split_sizes],
+                        dim))
+    if out is None:
+        return pieces
+    _write_pieces(pieces, out, "split_with_sizes_copy", "split_with_sizes_copy_out", 3,
+                  resizes=True)
+    return None
 
 
 def unsafe_split_with_sizes(input: Tensor, split_sizes, dim: int = 0) -> tuple:
@@ -78,12 +140,24 @@ def unsafe_split_with_sizes(input: Tensor, split_sizes, dim: int = 0) -> tuple:
     return tuple(call(op, input, [int(s) for s in split_sizes], dim))
 
 
-def unbind_copy(input: Tensor, dim: int = 0) -> tuple:
-    """Copies of the slices of `input.unbind(dim)`."""
-    return tuple(call(C["unbind_copy.int"], input, dim))
+def unbind_copy(input: Tensor, dim: int = 0, *, out=None) -> tuple | None:
+    """Copies of the slices of `input.unbind(dim)` (with `out`, written into its tensors;
+    None returned)."""
+    if out is not None:  # (its refusal of an out requiring grad comes first)
+        _check_outs(out, "unbind_copy", 2)
+    pieces = tuple(call(C["unbind_copy.int"], input, dim))
+    if out is None:
+        return pieces
+    _write_pieces(pieces, out, "unbind_copy", "unbind_copy_int_out", 2, resizes=True)
+    return None
 
 
-def squeeze_copy(input: Tensor, dim=None) -> Tensor:
+# They write into `out` themselves (a list of tensors, and no result): the public namespace's
+# out= guard leaves them alone (`_out.guard_namespace`).
+split_copy.writes_out = split_with_sizes_copy.writes_out = unbind_copy.writes_out = True
+
+
+def squeeze_copy(input: Tensor, dim=None, *, out=None) -> Tensor:
     """A copy of `input.squeeze(dim)`."""
     if dim is None:
         return call(C["squeeze_copy"], input)
@@ -92,17 +166,17 @@ def squeeze_copy(input: Tensor, dim=None) -> Tensor:
     return call(C["squeeze_copy.dims"], input, tuple(dim))
 
 
-def unsqueeze_copy(input: Tensor, dim: int) -> Tensor:
+def unsqueeze_copy(input: Tensor, dim: int, *, out=None) -> Tensor:
     """A copy of `input.unsqueeze(dim)`."""
     return call(C["unsqueeze_copy"], input, dim)
 
 
-def transpose_copy(input: Tensor, dim0: int, dim1: int) -> Tensor:
+def transpose_copy(input: Tensor, dim0: int, dim1: int, *, out=None) -> Tensor:
     """A copy of `input.transpose(dim0, dim1)`."""
     return call(C["transpose_copy.int"], input, dim0, dim1)
 
 
-def as_strided_copy(input: Tensor, size, stride, storage_offset=None) -> Tensor:
+def as_strided_copy(input: Tensor, size, stride, storage_offset=None, *, out=None) -> Tensor:
     """A copy of `input.as_strided(size, stride, storage_offset)`."""
     return call(C["as_strided_copy"], input, tuple(size), tuple(stride), storage_offset)
 

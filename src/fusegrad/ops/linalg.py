@@ -455,6 +455,42 @@ addr = register(
         v1.unsqueeze(1) * v2, alpha, s, beta).expand(v1.shape[0], v2.shape[0]))
 
 
+def _addmv_kernel(s, m, v, beta=1, alpha=1):
+    # (called with floating or complex operands of one dtype: the function checks the rest)
+    dt = m.dtype
+    if dt.kind == "f" and dt.itemsize == 2:  # half types: one rounding of the float sum
+        s, m, v = (np.asarray(a, np.float32) for a in (s, m, v))
+    prod = _scaled(_matmul(m, v), alpha)
+    out = prod if beta == 0 else _scaled(s, beta) + prod  # beta 0 ignores s, NaN included
+    return np.ascontiguousarray(np.broadcast_to(out, prod.shape)).astype(dt, copy=False)
+
+
+def _addmv_decomposition(s, m, v, beta, alpha):
+    """addmv in fusegrad ops. With beta 0, `s` stays in the graph as a zero term (its values,
+    NaN included, ignored): its gradient is zeros, as the op's, not None."""
+    if beta == 0:
+        return _scaled(m.mv(v), alpha) + (s * 0).nan_to_num(0.0, 0.0, 0.0)
+    return _plus_scaled(m.mv(v), alpha, s, beta)
+
+
+addmv = register(
+    "addmv", kernel=_addmv_kernel,
+    meta=lambda s, m, v, beta=1, alpha=1: Spec((m.shape[0],), dtype_of(m)),
+    node="AddmvBackward0",
+    # beta * s + alpha * (m @ v): s's gradient is the scaled one (summed to its shape), m's
+    # the outer product with conj(v), v's conj(m)^T @ g.
+    derivative=lambda g, m, v, beta, alpha: (
+        _scaled_back(g, beta), _scaled_back(g.outer(cj(v)), alpha) if v is not None else None,
+        _scaled_back(cj(m).t().mv(g), alpha) if m is not None else None, None, None),
+    save=lambda out, s, m, v, beta=1, alpha=1: (m if v._rg else None, v if m._rg else None,
+                                                beta, alpha),
+    samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), rand_array(rng, (3, 4), dt),
+                                     rand_array(rng, (4,), dt), b, al), name=f"{s} {b} {al}")
+                             for s, b, al in (((3,), 1, 1), ((1,), 0.5, 2), ((), 0, -1))],
+    saved_names=("mat", "vec", "beta", "alpha"),
+    decomposition=lambda s, m, v, beta=1, alpha=1: _addmv_decomposition(s, m, v, beta, alpha))
+
+
 def _addbmm_meta(s, b1, b2, beta=1, alpha=1):
     if len(b1.shape) != 3 or len(b2.shape) != 3:
         raise RuntimeError("batch1 must be a 3D tensor" if len(b1.shape) != 3 else
@@ -514,6 +550,9 @@ addbmm = register(
 addr_ = inplace_variant(addr, "addr_", samples=lambda rng, dt: [
     Sample((rand_array(rng, (3, 4), dt), rand_array(rng, (3,), dt), rand_array(rng, (4,), dt),
             b, al), name=f"{b} {al}") for b, al in ((1, 1), (0.5, -2))])
+addmv_ = inplace_variant(addmv, "addmv_", samples=lambda rng, dt: [
+    Sample((rand_array(rng, (3,), dt), rand_array(rng, (3, 4), dt), rand_array(rng, (4,), dt),
+            b, al), name=f"{b} {al}") for b, al in ((1, 1), (0.5, -2), (0, 3))])
 addbmm_ = inplace_variant(addbmm, "addbmm_", samples=lambda rng, dt: [
     Sample((rand_array(rng, (3, 5), dt), rand_array(rng, (2, 3, 4), dt),
             rand_array(rng, (2, 4, 5), dt), 0.5, 2), name="3x5")])

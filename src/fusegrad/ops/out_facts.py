@@ -51,13 +51,17 @@ _RULE_GROUPS: list[tuple[object, str]] = [
         linalg.svdvals linalg.cholesky linalg.cholesky_ex linalg.vector_norm linalg.solve
         linalg.solve_ex linalg.lu linalg.lu_factor linalg.lu_factor_ex linalg.cross
         linalg.lu_solve linalg.ldl_factor linalg.ldl_factor_ex
-        linalg.ldl_solve renorm scatter"""),
+        linalg.ldl_solve renorm scatter
+        softmax log_softmax scatter_add scatter_reduce slice_scatter isin frobenius_norm
+        permute_copy t_copy view_copy alias_copy detach_copy expand_copy select_copy
+        slice_copy unfold_copy diagonal_copy squeeze_copy unsqueeze_copy transpose_copy
+        as_strided_copy"""),
     (("exact", "Expected self.dtype() == output.dtype() to be true, but got false.  (Could "
                "this error message be improved?  If so, please report an enhancement request "
                "to PyTorch.)"), "narrow_copy"),
     (("exact", FOUND), """
         abs ceil floor frac neg round sgn sign trunc conj_physical clamp clamp_min clamp_max
-        bitwise_not special.round"""),
+        bitwise_not special.round hardshrink"""),
     (_CAT, "cat stack hstack vstack dstack row_stack column_stack"),
     (("bool", "{name} does not support non-boolean outputs."), "isneginf isposinf signbit"),
     (("bool", "{name} only supports bool tensor for result, got: {O}"), "all any"),
@@ -101,7 +105,7 @@ _RULE_GROUPS: list[tuple[object, str]] = [
      "nonzero"),
     (("exact", "linalg.norm expected out tensor dtype {R} but got: {O}"), "linalg.norm"),
     (("exact", "linalg.matrix_norm expected out tensor dtype {R} but got: {O}"),
-     "linalg.matrix_norm"),
+     "linalg.matrix_norm nuclear_norm"),
     (("exact", "linalg.vecdot: Expected out of dtype{R} but found {O}"), "linalg.vecdot"),
     (("exact", "expected scalar type {R} but found {O}"), "linalg.solve_triangular"),
     (("cast", "{name}: " + SAFELY), "cholesky cholesky_inverse cholesky_solve"),
@@ -111,7 +115,11 @@ _RULE_GROUPS: list[tuple[object, str]] = [
     (("cast", "tensorsolve: " + SAFELY), "linalg.tensorsolve"),
     (("cast", "torch.linalg.matrix_rank: " + SAFELY), "linalg.matrix_rank"),
     ((("cast", "matrix_power: " + SAFELY), ("exact", EXACT)), "matrix_power linalg.matrix_power"),
-    (("cast", "torch.linalg.householder_product: " + SAFELY), "linalg.householder_product"),
+    (("cast", "torch.linalg.householder_product: " + SAFELY),
+     "linalg.householder_product orgqr"),
+    # (PyTorch's message names the result's dtype twice for a floating input)
+    (("cast", "mvlgamma: result type {R} can't be cast to the desired output type {R}"),
+     "mvlgamma special.mvlgamma"),
     (("cast", "ldexp can't be cast to the desired output type {O}"), "ldexp"),
     ((_NANSUM, ("exact", EXACT)), "nansum"),
     (_NANSUM, "nanmean"),
@@ -181,6 +189,8 @@ GRAD_NAMES: dict[str, str] = {
     "linalg.multi_dot": "mm", "linalg.vecdot": "sum",
     # `diff` writes its last difference with `sub`'s out= kernel
     "diff": "sub",
+    "special.mvlgamma": "mvlgamma", "frobenius_norm": "norm",
+    "orgqr": "linalg_householder_product",
     # PyTorch has no derivative for these: its error comes from the op's own fallback.
     "heaviside": "aten::heaviside", "floor_divide": "aten::floor_divide",
     "conj_physical": "aten::conj_physical", "diag": "aten::diag_embed",
@@ -189,6 +199,10 @@ GRAD_NAMES: dict[str, str] = {
     "linalg.ldl_factor_ex": "aten::linalg_ldl_factor_ex",
     "linalg.ldl_solve": "aten::linalg_ldl_solve",
     **{name: f"aten::{name}" for name in FACTORIES},
+    # (their out= overloads have no derivative, while the functions themselves have one)
+    **{name: f"aten::{name}" for name in """softmax log_softmax slice_scatter permute_copy
+       t_copy view_copy alias_copy detach_copy expand_copy select_copy slice_copy unfold_copy
+       diagonal_copy squeeze_copy unsqueeze_copy transpose_copy as_strided_copy""".split()},
 }
 
 # PyTorch's composites that compute their result and copy it into `out` through autograd:
@@ -196,7 +210,7 @@ GRAD_NAMES: dict[str, str] = {
 # the in-place error on a leaf.
 COPIES_THROUGH_AUTOGRAD = frozenset("""
 quantile nanquantile tensordot inner lu special.ndtr linalg.norm linalg.matrix_norm linalg.cond
-linalg.tensorinv linalg.tensorsolve
+linalg.tensorinv linalg.tensorsolve nuclear_norm
 """.split())
 
 # Functions PyTorch resizes `out` for on every call, which refuses an `out` requiring grad.
@@ -248,7 +262,8 @@ OVERLAP_RULES: dict[str, object] = {name: rule for rule, names in _OVERLAP_GROUP
 TENSOR_ARGUMENTS: dict[str, tuple[str, ...]] = {"where": ("condition", "input", "other")}
 
 # Functions whose fusegrad signature has `out` but PyTorch's has none: its TypeError.
-REFUSED = frozenset("isfinite isinf isnan relu std_mean var_mean histogramdd".split())
+REFUSED = frozenset("""isfinite isinf isnan relu std_mean var_mean histogramdd special.softmax
+special.log_softmax""".split())
 
 RESIZE_WARNING = (
     "An output with one or more elements was resized since it had shape {old}, which does "

@@ -65,7 +65,7 @@ _F, _P, _D, _I, _S, _U, _R = FACTORY, PURE, DATA_DEPENDENT, INPLACE, SIDE_EFFECT
 # Public functions written over registry ops, or about settings rather than tensors (matmul,
 # reshape's relatives, the nn-style functions, the thread and printing settings).
 _FUNCTIONS = """
-adaptive_avg_pool1d adaptive_max_pool1d addmv allclose are_deterministic_algorithms_enabled
+adaptive_avg_pool1d adaptive_max_pool1d allclose are_deterministic_algorithms_enabled
 argwhere asarray atleast_1d atleast_2d atleast_3d avg_pool1d batch_norm bilinear
 broadcast_shapes broadcast_tensors broadcast_to cartesian_prod chain_matmul chunk column_stack
 combinations contiguous conv1d conv2d conv_transpose1d conv_transpose2d corrcoef
@@ -94,7 +94,7 @@ is_autocast_cpu_enabled is_autocast_enabled set_autocast_cache_enabled set_autoc
 set_autocast_cpu_enabled set_autocast_dtype set_autocast_enabled set_autocast_gpu_dtype
 is_autocast_ipu_enabled set_autocast_ipu_enabled get_autocast_ipu_dtype set_autocast_ipu_dtype
 is_autocast_xla_enabled set_autocast_xla_enabled get_autocast_xla_dtype set_autocast_xla_dtype
-detach_copy typename set_warn_always is_warn_always_enabled set_deterministic_debug_mode
+typename set_warn_always is_warn_always_enabled set_deterministic_debug_mode
 get_deterministic_debug_mode set_flush_denormal set_default_tensor_type get_device is_storage
 is_inference set_anomaly_enabled positive fill vander mvlgamma frobenius_norm nuclear_norm
 max_pool1d_with_indices nonzero_static frombuffer rnn_tanh_cell rnn_relu_cell lstm_cell gru_cell
@@ -159,7 +159,7 @@ COMPOSITES: dict[str, frozenset[str]] = {
     **{name: {_I} for name in (
         "arccos_", "arccosh_", "arcsin_", "arcsinh_", "arctan_", "arctanh_", "absolute_",
         "negative_", "greater_", "greater_equal_", "less_", "less_equal_", "not_equal_",
-        "multiply_", "divide_", "true_divide_", "subtract_", "addmv_", "fill_diagonal_",
+        "multiply_", "divide_", "true_divide_", "subtract_", "fill_diagonal_",
         "apply_", "map_", "map2_", "mvlgamma_", "index_reduce_",
         "feature_dropout_")},
     # nn.init and nn.utils write into the tensors they are given

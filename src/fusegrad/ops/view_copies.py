@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._util import Spec
-from .registry import REGISTRY, copy_variant
+from ._util import Spec, rand_array
+from .arithmetic import not_implemented_derivative
+from .registry import REGISTRY, Sample, copy_variant, register
 from .views import infer_size, numel
 
 # view op -> its copying form, by ATen's overload names
@@ -39,3 +40,13 @@ COPIES["view_copy"].meta = _view_copy_meta
 # split_with_sizes whose pieces are independent tensors (no view bookkeeping), as unsafe_split
 unsafe_split_with_sizes = copy_variant(REGISTRY["split_with_sizes"], "unsafe_split_with_sizes",
                                        node="UnsafeSplitWithSizesBackward0")
+
+# `detach_copy`: `detach`'s values in new memory. PyTorch gives it no derivative, so an input
+# that requires grad gives a result with a NotImplemented node (raising in backward), not a
+# result detached from the graph.
+detach_copy = register(
+    "detach_copy", kernel=lambda a: np.array(a, copy=True, order="C"),
+    meta=lambda a: Spec(tuple(a.shape), a.dtype), node="NotImplemented",
+    derivative=not_implemented_derivative("detach_copy"), gradcheck=False,
+    samples=lambda rng, dt: [Sample((rand_array(rng, s, dt),)) for s in ((3, 4), ())],
+    result_order="contiguous")
