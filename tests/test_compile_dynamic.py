@@ -592,3 +592,21 @@ def test_a_negative_base_of_a_power_keeps_its_brackets():
         for n in (-4, -3, 5):
             _same(compiled(x, n), f(x, n))
     assert "(-2.0) **" in backend.modules[0].code
+
+
+def test_a_returned_shape_keeps_its_symbols():
+    """`return y, x.shape` of a dynamic size: the shape is made again from the symbol's value
+    each call (it was specialised, which `mark_dynamic` refuses with ConstraintViolation)."""
+    counter = Counter()
+
+    def f(x):
+        return x * 1, x.shape, (x.shape[0] + 1, 3)
+
+    compiled = fusegrad.compile(f, backend=counter)
+    for n in (2, 3, 4):
+        x = fusegrad.ones(n)
+        fusegrad._dynamo.mark_dynamic(x, 0)
+        y, shape, pair = compiled(x)
+        assert type(shape) is fusegrad.Size and shape == (n,) and pair == (n + 1, 3)
+        np.testing.assert_array_equal(y.numpy(), np.ones(n))
+    assert counter.graphs == 1

@@ -808,7 +808,8 @@ def _spec_value(v, outputs: _Outputs):
 
 def _size_spec(value, outputs: _Outputs):
     """A size computed from symbols, live after the graph: a symbol is read again from its
-    source, an expression is a graph output; a shape holding them is specialised (guarded)."""
+    source, an expression is a graph output, a shape is made again from its items (a named
+    tuple holding them is specialised, guarded)."""
     if isinstance(value, SymText):  # formatted from the floats' values of the call
         return ("text", [p if isinstance(p, str) else (_size_spec(p[0], outputs), p[1], p[2])
                          for p in value.parts])
@@ -822,6 +823,11 @@ def _size_spec(value, outputs: _Outputs):
             return ("source", builder.shape_env.sources[value.expr])
         return ("out", outputs.add(value.node(builder.graph, builder.symbol_nodes,
                                               builder.created)))
+    if isinstance(value, (tuple, list)) and not hasattr(type(value), "_fields"):
+        # A shape (`x.shape` returned): rebuilt from its items, each symbol read again.
+        items = [_size_spec(v, outputs) if holds_symbol(v) or isinstance(v, SymFloat)
+                 else ("const", v) for v in value]
+        return ("named", type(value), [("list", items)])
     return ("const", type(value)(float(v) if isinstance(v, SymFloat) else int(v)
                                  for v in value))
 
