@@ -1,10 +1,13 @@
 """Generator expressions in compiled code make their items when asked for, as Python's do: a
 loop over one, `enumerate`/`zip` of one, `next()` and `any`/`all` interleave the generator's
 code with the program's (a loop body's in-place writes, random draws, calls with effects).
-Each program is compared with its eager run on each backend (results, mutated inputs, Python
-state), and the graphs are counted where capture should need no break."""
+`itertools.chain` of such takes each part's items in turn, as it is asked. Each program is
+compared with its eager run on each backend (results, mutated inputs, Python state), and the
+graphs are counted where capture should need no break."""
 
 from __future__ import annotations
+
+import itertools
 
 import pytest
 
@@ -66,6 +69,21 @@ def partly_consumed_then_looped(xs):
     return [first] + [y * 2 for y in gen]
 
 
+def chain_of_a_generator_and_a_list(xs):
+    out = []
+    for y in itertools.chain((x * 2 for x in xs[:2]), [xs[2]], ()):
+        out.append(y + 1)
+        xs[-1].add_(1)  # before the generator's next item, and seen by the list's
+    return out
+
+
+def next_of_a_chain_then_the_rest(xs):
+    it = itertools.chain(xs[:1], (x + 1 for x in xs[1:]))
+    first = next(it)
+    xs[-1].mul_(2)
+    return [first] + list(it) + list(itertools.chain())
+
+
 def _check(v):
     LOG.append(v)
     return v > 1
@@ -93,7 +111,8 @@ def reversed_generator_raises(x):
 
 TENSOR_PROGRAMS = [loop_with_random_draws, loop_body_writes_what_the_generator_reads,
                    enumerate_of_a_generator, zip_of_a_generator_and_a_list, next_between_writes,
-                   comprehension_over_a_generator, partly_consumed_then_looped]
+                   comprehension_over_a_generator, partly_consumed_then_looped,
+                   chain_of_a_generator_and_a_list, next_of_a_chain_then_the_rest]
 
 
 def _inputs():
@@ -265,3 +284,36 @@ def test_enumerate_and_zip_see_a_list_grow(prog, backend):
     assert _same(got, want) and len(got) == len(want)
     out = explain(prog)(x)
     assert out.graph_count == 1 and out.graph_break_count == 0, out.break_reasons
+
+
+def _average_into(avg, model):
+    """AveragedModel's update with use_buffers=True: parameters and buffers chained."""
+    with torch.no_grad():
+        for p_avg, p in zip(itertools.chain(avg.parameters(), avg.buffers()),
+                            itertools.chain(model.parameters(), model.buffers())):
+            if p.dtype.is_floating_point:
+                p_avg.lerp_(p, 0.5)
+            else:
+                p_avg.copy_(p)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_chain_of_parameters_and_buffers_is_one_graph(backend):
+    def state():
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.BatchNorm1d(3))
+        model(torch.randn(4, 3))
+        avg = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.BatchNorm1d(3))
+        return avg, model
+
+    avg, model = state()
+    _average_into(avg, model)
+    want = [t.clone() for t in itertools.chain(avg.parameters(), avg.buffers())]
+    torch._dynamo.reset()
+    avg, model = state()
+    out = explain(_average_into)(avg, model)
+    assert out.graph_count == 1 and not out.break_reasons, out.break_reasons
+    avg, model = state()
+    torch.compile(_average_into, backend=backend)(avg, model)
+    got = list(itertools.chain(avg.parameters(), avg.buffers()))
+    assert _same(got, want)

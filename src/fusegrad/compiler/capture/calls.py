@@ -17,6 +17,7 @@ import abc
 import collections
 import functools
 import inspect
+import itertools
 import math
 import operator
 import os
@@ -74,6 +75,7 @@ from .variables import (
     GradExit,
     GradModeVariable,
     IteratorVariable,
+    LazyChainVariable,
     LazyIteratorVariable,
     LazyMapVariable,
     LazyZipVariable,
@@ -414,6 +416,8 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
             isinstance(args[1], ConstantVariable) and type(args[1].value) is str:
         tr.store_attribute(args[0], args[1].value, args[2])  # as `obj.name = value`
         return ConstantVariable(None)
+    if f is itertools.chain and not kwargs:  # (lazy: each part's items when asked for)
+        return LazyChainVariable([tr.iterator_of(a) for a in args])
     if (f is map and len(args) >= 2 or f is filter and len(args) == 2) and not kwargs:
         # (lazy: `func` is called as each item is asked for, as the builtin calls it)
         func = None if f is filter and isinstance(args[0], ConstantVariable) and \

@@ -26,6 +26,7 @@ from .variables import (
     CellVariable,
     ConstantVariable,
     GeneratorVariable,
+    LazyChainVariable,
     LazyIteratorVariable,
     LazyMapVariable,
     ObjectVariable,
@@ -283,6 +284,8 @@ class ScopeOpcodes:
             return self._generator_next(it)
         if isinstance(it, LazyMapVariable):
             return self._map_next(it)
+        if isinstance(it, LazyChainVariable):
+            return self._chain_next(it)
         parts = self._next_parts(it)
         if parts is None:
             return None
@@ -307,6 +310,22 @@ class ScopeOpcodes:
                 return None
             parts.append(item)
         return parts
+
+    def _chain_next(self, it) -> Variable | None:
+        while it.parts:
+            part = it.parts[0]
+            if isinstance(part, LazyIteratorVariable):
+                item = self.next_item(part)
+            elif part.index < len(part.items):
+                item = part.items[part.index]
+                part.index += 1
+            else:
+                item = None
+            if item is not None:
+                return item
+            it.parts.pop(0)  # used up: the next part's items follow
+        it.done = True
+        return None
 
     def _map_next(self, it) -> Variable | None:
         from .calls import _evaluate, call_variable

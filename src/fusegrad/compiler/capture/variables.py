@@ -530,6 +530,23 @@ class LazyZipVariable(LazyIteratorVariable):
         return zip if self.start is None else enumerate
 
 
+class LazyChainVariable(LazyIteratorVariable):
+    """`itertools.chain(*its)` made while translating: the items of each part in turn, each
+    made when asked for (a lazy part, a module's `parameters()`, runs only then), as the
+    real chain takes them."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self, parts: list):
+        super().__init__()
+        self.parts = parts
+
+    def python_type(self) -> type:
+        import itertools
+
+        return itertools.chain
+
+
 class LazyMapVariable(LazyIteratorVariable):
     """`map(func, *its)` (or `filter(func, it)`, with `keep`) made while translating: each
     item calls `func` (inlined or recorded like any call) on the parts' next items when it
