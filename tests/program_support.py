@@ -133,6 +133,23 @@ def break_count(lib, prog):
     return sum(reasons.values()), reasons
 
 
+def check_breaks_within_torchs(fusegrad, prog, torch_breaks: dict) -> None:
+    """`prog` under fusegrad breaks its graphs no more often than torch (`torch_breaks`: the
+    programs torch breaks, by name; none where torch captures whole)."""
+    count, reasons = break_count(fusegrad, prog)
+    assert count <= torch_breaks.get(prog.__name__, 0), reasons
+
+
+def check_torch_breaks(torch, prog, torch_breaks: dict) -> None:
+    """torch breaks `prog`'s graphs at least as often as `torch_breaks` records, and captures
+    the programs it does not name whole (what `check_breaks_within_torchs` relies on)."""
+    count, reasons = break_count(torch, prog)
+    if prog.__name__ in torch_breaks:
+        assert count >= torch_breaks[prog.__name__], reasons
+    else:
+        assert count == 0, reasons
+
+
 def check_compiled(prog, backend: str, fusegrad, gap: str | None = None) -> None:
     """`prog` compiled with `backend` gives eager fusegrad's values, text and errors; under
     AOT backends no graph runs eagerly, unless `gap` names a known fallback (then one must

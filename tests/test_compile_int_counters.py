@@ -14,6 +14,7 @@ import contextlib
 import functools
 import math
 
+import numpy as np
 import pytest
 from program_support import check_compiled, compare, run_program
 
@@ -148,9 +149,28 @@ def _decisions_and_conversions(lib, compiled=None):
     return [g(x) for _ in range(6)] + [dict(state)]
 
 
+def _counter_floats_read_by_python(lib, compiled=None):
+    """A counter's float arithmetic read by NumPy, `math` and Python's builtins: their values
+    for each call (specialised, each value its own graph), never an error eager has not."""
+    state = {"n": 0}
+
+    def f(x):
+        state["n"] += 1
+        n = state["n"]
+        a = np.sqrt(n * 0.5) + np.float32(n / 4)
+        b = math.log(n * 2.0) + float(n / 3) + max(n * 0.1, 0.25)
+        q, r = divmod(n * 1.5, 2)
+        return x * a + b + q + r, lib.full((2,), n * 0.5), f"{n * 0.5:.2f}"
+
+    g = lib.compile(f, backend=compiled) if compiled else f
+    x = lib.ones(2)
+    return [g(x) for _ in range(5)]
+
+
 PROGRAMS = {"user_adam": _user_adam, "ema": _ema, "cosine_schedule": _cosine_schedule,
             "size_and_float": _counter_as_size_and_float,
-            "decisions_and_conversions": _decisions_and_conversions}
+            "decisions_and_conversions": _decisions_and_conversions,
+            "floats_read_by_python": _counter_floats_read_by_python}
 
 
 @pytest.mark.parametrize("name", list(PROGRAMS))

@@ -43,9 +43,10 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 from program_support import (  # noqa: E402
-    break_count,
+    check_breaks_within_torchs,
     check_compiled,
     check_program,
+    check_torch_breaks,
     compiler_fallbacks,
 )
 from program_support import maybe_compile as _maybe_compile  # noqa: E402
@@ -1127,16 +1128,11 @@ _BREAKS = [pytest.param(p, marks=pytest.mark.xfail(strict=True, reason=_CAPTURE_
                               for p in _BREAKS])
 def test_compiled_graph_breaks(prog):
     """fusegrad breaks no more often than torch (none where torch captures whole)."""
-    count, reasons = break_count(fg, prog)
-    assert count <= _TORCH_BREAKS.get(prog.__name__, 0), reasons
+    check_breaks_within_torchs(fg, prog, _TORCH_BREAKS)
 
 
 @pytest.mark.parametrize("prog", COMPILED, ids=[p.__name__ for p in COMPILED])
 def test_torch_graph_breaks(prog):
     """torch breaks the graphs of the programs in _TORCH_BREAKS, at least as often as recorded,
     and captures the others whole."""
-    count, reasons = break_count(torch, prog)
-    if prog.__name__ in _TORCH_BREAKS:
-        assert count >= _TORCH_BREAKS[prog.__name__], reasons
-    else:
-        assert count == 0, reasons
+    check_torch_breaks(torch, prog, _TORCH_BREAKS)

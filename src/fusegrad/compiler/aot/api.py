@@ -187,23 +187,44 @@ class AOTCompiled:
         functools.update_wrapper(self, fn)
 
     def compile_for(self, args):
-        """The runner for these arguments (traced and compiled on first sight)."""
+        """The runner for these arguments (traced and compiled on first sight; integer
+        inputs at `float_ints` are passed as floats to it)."""
         if self.float_ints:
-            args = _as_floats(args, self.float_ints)
-        grad = needs_autograd(args)
-        key = _key(args, grad, self.float_classes)
+            floats = _as_floats(args, self.float_ints)
+            runner = self._runner(floats, report=False)
+            if runner is not None:
+                return runner
+            # Traced as a float, the counter met a reader of its value (a factory filled
+            # with it): each value gets its own trace from now on, as other ints.
+            self.float_ints = self.int_outputs = frozenset()
+            self.cache.pop(self._cache_key(floats), None)
+        return self._runner(args)
+
+    def _cache_key(self, args) -> tuple:
+        return _key(args, needs_autograd(args), self.float_classes)
+
+    def _runner(self, args, report: bool = True):
+        key = self._cache_key(args)
         runner = self.cache.get(key)
         if runner is None:
-            runner = self.cache[key] = self._compile(args, grad)
+            runner = self._compile(args, needs_autograd(args), report)
+            if runner is None:
+                return None
+            self.cache[key] = runner
         return runner
 
     def __call__(self, *args):
         if self.float_ints:
-            args = _as_floats(args, self.float_ints)
-            return _as_ints(self.compile_for(args)(*args), self.int_outputs)
+            runner = self.compile_for(args)
+            if self.float_ints:  # (still: the trace took the ints as floats)
+                return _as_ints(runner(*_as_floats(args, self.float_ints)),
+                                self.int_outputs)
+            return runner(*args)
         return self.compile_for(args)(*args)
 
-    def _compile(self, args, grad: bool):
+    def _compile(self, args, grad: bool, report: bool = True):
+        """The runner of a new trace for `args`; eager execution (`fn`) where none can be
+        made, or None then when not `report`ing it (a first try)."""
         try:
             if self.unsupported is not None:
                 raise AOTUnsupported(self.unsupported)
@@ -234,6 +255,8 @@ class AOTCompiled:
             # Whatever stops the trace (AOTUnsupported, DataDependentOutputError, a module
             # touching a fake tensor's missing data, an error of the program itself) leaves
             # the program to eager execution, which computes it, or raises its own error.
+            if not report:
+                return None
             self.fallback_reason = f"{type(e).__name__}: {e}"
             logs.emit("graph_breaks", "AOT autograd cannot trace "
                       f"{getattr(self.fn, '__qualname__', self.fn)}; it runs eagerly: "

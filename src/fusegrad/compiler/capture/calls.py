@@ -57,7 +57,15 @@ from .objects import (
     weak_target_held,
 )
 from .optimizers import call_scheduled_step, call_step, is_scheduled_step, is_traced_step
-from .symfloat import SYM_MATH, SymFloat, UnbackedFloat, format_lazily, math_call
+from .symfloat import (
+    SYM_MATH,
+    SymFloat,
+    UnbackedFloat,
+    format_lazily,
+    has_symfloat,
+    math_call,
+    specialize_all,
+)
 from .translator import (
     PURE_BUILTINS,
     Return,
@@ -830,6 +838,12 @@ def _evaluate(tr, f, args, kwargs) -> Variable:
             if python_methods(type(v)):
                 raise Unsupported(f"{getattr(f, '__name__', f)}() of a {type(v).__name__}, "
                                   "whose methods are Python code")
+    dynamic = has_symfloat(values) or has_symfloat(list(kw.values()))
+    if dynamic and _is_pure_numpy(f):
+        # NumPy reads a number's value (`np.sqrt(n * 0.5)` of a counter): the dynamic
+        # floats' values for this call only (guarded), as a size's `__array__` gives.
+        values, kw = specialize_all(values), {k: specialize_all(v) for k, v in kw.items()}
+        dynamic = False
     try:
         return tr.from_python(f(*values, **kw))
     except Unsupported:  # a dynamic value that needs its value (`int(v)`): a graph break,
@@ -837,6 +851,9 @@ def _evaluate(tr, f, args, kwargs) -> Variable:
     except Exception as e:  # a pure function of guarded values: it raises every time
         from .exceptions import Raised
 
+        if dynamic:  # (maybe only for want of a method of SymFloat's: `divmod(v, 2)`)
+            return _evaluate(tr, f, [ConstantVariable(specialize_all(v)) for v in values],
+                             {k: ConstantVariable(specialize_all(v)) for k, v in kw.items()})
         raise Raised(ConstantVariable(e)) from None
 
 

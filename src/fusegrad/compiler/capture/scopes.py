@@ -298,29 +298,25 @@ class ScopeOpcodes:
         """The next item of each of `it`'s parts, or None (and `it` used up) once one is."""
         parts = []
         for part in it.parts:  # (a zip takes the parts' items in order, as the builtin)
-            if isinstance(part, LazyIteratorVariable):
-                item = self.next_item(part)
-            elif part.index < len(part.items):
-                item = part.items[part.index]
-                part.index += 1
-            else:
-                item = None
+            item = self._part_next(part)
             if item is None:
                 it.done = True
                 return None
             parts.append(item)
         return parts
 
+    def _part_next(self, part) -> Variable | None:
+        """The next item of an iterator taken apart (lazy, or a list's), or None."""
+        if isinstance(part, LazyIteratorVariable):
+            return self.next_item(part)
+        if part.index < len(part.items):
+            part.index += 1
+            return part.items[part.index - 1]
+        return None
+
     def _chain_next(self, it) -> Variable | None:
         while it.parts:
-            part = it.parts[0]
-            if isinstance(part, LazyIteratorVariable):
-                item = self.next_item(part)
-            elif part.index < len(part.items):
-                item = part.items[part.index]
-                part.index += 1
-            else:
-                item = None
+            item = self._part_next(it.parts[0])
             if item is not None:
                 return item
             it.parts.pop(0)  # used up: the next part's items follow
