@@ -610,3 +610,23 @@ def test_a_returned_shape_keeps_its_symbols():
         assert type(shape) is fusegrad.Size and shape == (n,) and pair == (n + 1, 3)
         np.testing.assert_array_equal(y.numpy(), np.ones(n))
     assert counter.graphs == 1
+
+
+def test_split_of_a_dynamic_dim_keeps_it_symbolic():
+    """`x.split(2)` of a dim marked dynamic: the pieces' count is guarded (one graph per count,
+    as torch.compile's), the last piece's size stays an expression of the dim (it was fixed,
+    which mark_dynamic refuses with ConstraintViolationError)."""
+    counter = Counter()
+
+    def f(x):
+        return x.split(2)[-1] * 2, len(x.split(2)), x.split(2)[0] + 1
+
+    compiled = fusegrad.compile(f, backend=counter)
+    for n in (4, 6, 4, 6):  # (a last piece of 1 would fix the size, as in torch.compile)
+        x = fusegrad.arange(float(n))
+        fusegrad._dynamo.mark_dynamic(x, 0)
+        got, want = compiled(x), f(x)
+        assert got[1] == want[1]
+        for a, b in ((got[0], want[0]), (got[2], want[2])):
+            np.testing.assert_array_equal(a.numpy(), b.numpy())
+    assert counter.graphs == 2  # two pieces, three

@@ -288,16 +288,19 @@ def _split_sizes(size, split_size):
             raise RuntimeError(f"split_size can only be 0 if dimension size is 0, but got "
                                f"dimension size of {size}")
         return [0]
-    n = max((size + split_size - 1) // split_size, 1)
-    return [min(split_size, size - i * split_size) for i in range(n)]
+    # (the last piece as what is left: a symbolic dim's stays an expression of its size,
+    # so the pieces sum to the size without a guard fixing it)
+    n = int(max((size + split_size - 1) // split_size, 1))
+    return [split_size] * (n - 1) + [size - (n - 1) * split_size]
 
 
 def _split_with_sizes_check(shape, sizes, dim) -> tuple[int, list]:
-    """(`dim` wrapped, the sizes as ints), or PyTorch's error (which names `dim` as given)."""
+    """(`dim` wrapped, the sizes as ints, a symbolic size kept: the last piece of a dynamic
+    dim), or PyTorch's error (which names `dim` as given)."""
     if len(shape) == 0:
         raise RuntimeError("split expects at least a 1-dimensional tensor")
     d = wrap_dim(dim, len(shape))
-    sizes = [int(s) for s in sizes]
+    sizes = [size_int(s) for s in sizes]
     if any(s < 0 for s in sizes):
         raise RuntimeError(f"split_with_sizes expects split_sizes have only non-negative "
                            f"entries, but got split_sizes={size_str(sizes)}")
