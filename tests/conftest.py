@@ -1,9 +1,31 @@
 import os
+import sys
+import tempfile
 
 # Set before torch / numpy spin up their thread pools: keeps timings stable on small CI boxes.
 os.environ["OMP_NUM_THREADS"] = "1"
 
 import pytest  # noqa: E402
+
+
+def _keep_bytecode_outside_the_tree() -> None:
+    """Where the environment says not to write bytecode (PYTHONDONTWRITEBYTECODE) and names no
+    place for it, keep it in a directory of the system's temporary one instead of nowhere: the
+    suite's processes (xdist workers, the subprocesses and spawned ranks of the tests, which
+    inherit the two variables) then load fusegrad's modules and pytest's rewritten test
+    modules compiled, where each would compile them all again, and nothing is written beside
+    the sources. Python checks each cached file against its source's size and time."""
+    if not sys.dont_write_bytecode or sys.pycache_prefix or os.environ.get("PYTHONPYCACHEPREFIX"):
+        return
+    user = os.getuid() if hasattr(os, "getuid") else os.environ.get("USERNAME", "")
+    prefix = os.path.join(tempfile.gettempdir(), f"fusegrad-test-pycache-{user}")
+    sys.pycache_prefix = prefix
+    sys.dont_write_bytecode = False
+    os.environ["PYTHONPYCACHEPREFIX"] = prefix
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
+
+_keep_bytecode_outside_the_tree()
 
 
 @pytest.fixture(autouse=True, scope="session")

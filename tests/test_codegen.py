@@ -1,7 +1,8 @@
 """Code generation: compiled graphs of registry ops against eager execution and torch.
 
-Graphs are built directly with `fusegrad.fx.Graph` (targets are small callable handles
-carrying an `op` attribute, which `resolve_op` follows to the registry entry)."""
+Graphs are built directly with `fusegrad.fx.Graph` (`codegen_support.Recorder`: targets are
+small callable handles carrying an `op` attribute, which `resolve_op` follows to the registry
+entry)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from codegen_support import Recorder
+from codegen_support import chain as _chain
 
 import fusegrad
 from fusegrad import fx
@@ -24,36 +27,6 @@ from fusegrad.ops import REGISTRY
 
 pytestmark = [pytest.mark.skipif(build.compiler() is None, reason="no C compiler"),
               pytest.mark.usefixtures("fresh_codegen_cache")]
-
-
-class Handle:
-    """A printable, callable graph target standing for a registry op."""
-
-    def __init__(self, op):
-        self.op = op
-        self.__name__ = op.name.replace(".", "_")
-
-    def __call__(self, *args):
-        return call(self.op, *args)
-
-
-class Recorder:
-    """Builds a registry-level graph: `r.op("add.Tensor", a, b)`."""
-
-    def __init__(self):
-        self.graph = fx.Graph()
-        self.n = 0
-
-    def input(self):
-        self.n += 1
-        return self.graph.placeholder(f"x{self.n}")
-
-    def op(self, name, *args):
-        return self.graph.call_function(Handle(REGISTRY[name]), tuple(args))
-
-    def module(self, outputs):
-        self.graph.output(tuple(outputs))
-        return fx.GraphModule(fusegrad.nn.Module(), self.graph)
 
 
 SPECIALS = np.array([np.nan, np.inf, -np.inf, -0.0, 1e-40, -1e-42, 0.0, 3e38], np.float64)
@@ -140,13 +113,6 @@ def test_every_lowering_matches_its_kernel(name, dtype):
             assert _close(g.numpy(), want.numpy(), dtype), (name, [
                 t.numpy() if isinstance(t, fusegrad.Tensor) else t for t in tensors],
                 g.numpy(), want.numpy())
-
-
-def _chain(r, x):
-    s = r.op("sin", x)
-    e = r.op("exp", r.op("neg", r.op("mul.Tensor", x, x)))
-    num = r.op("add.Tensor", r.op("mul.Tensor", s, e), r.op("mul.Tensor", x, 0.5))
-    return r.op("div.Tensor", num, r.op("add.Tensor", r.op("abs", x), 1))
 
 
 def test_chain_is_one_kernel_with_torch_values_and_specials():
@@ -334,9 +300,9 @@ def test_compiler_error_shows_source_and_falls_back(monkeypatch):
 _CHILD = """
 import sys, numpy as np, fusegrad
 sys.path.insert(0, {tests!r})
-from test_codegen import Recorder, _chain
+from codegen_support import Recorder, chain
 from fusegrad.compiler.codegen import compile_graph
-r = Recorder(); x = r.input(); gm = r.module([_chain(r, x)])
+r = Recorder(); x = r.input(); gm = r.module([chain(r, x)])
 xt = fusegrad.from_numpy(np.linspace(-3, 3, 1000, dtype=np.float32))
 out = compile_graph(gm, [xt])(xt)[0].numpy()
 d = xt.numpy().astype(np.float64)

@@ -13,7 +13,8 @@ import warnings
 import numpy as np
 import pytest
 import torch
-from test_codegen import Recorder, _chain
+from codegen_support import Recorder
+from codegen_support import chain as _chain
 
 import fusegrad
 from fusegrad.compiler import logs

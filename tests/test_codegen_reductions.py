@@ -11,7 +11,7 @@ import operator
 import numpy as np
 import pytest
 import torch
-from test_codegen import Recorder
+from codegen_support import Recorder
 
 import fusegrad
 from fusegrad.compiler.codegen import build, compile_graph

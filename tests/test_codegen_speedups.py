@@ -15,7 +15,7 @@ import re
 import numpy as np
 import pytest
 import torch
-from test_codegen import Handle, Recorder
+from codegen_support import Handle, Recorder
 
 import fusegrad as fg
 from fusegrad.compiler.codegen import build, compile_graph

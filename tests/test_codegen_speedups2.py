@@ -13,7 +13,7 @@ import re
 import numpy as np
 import pytest
 import torch
-from test_codegen import Recorder
+from codegen_support import Recorder
 from test_codegen_speedups import _tricky
 
 import fusegrad as fg

@@ -12,6 +12,7 @@ checkpoint) on three ranks, each program run once with `import torch` (gloo) and
 
 from __future__ import annotations
 
+import concurrent.futures
 import datetime
 import json
 import os
@@ -496,9 +497,15 @@ def test_store_queues_barriers_and_clones_match_torch(tmp_path):
     (tmp_path / "t").mkdir()
     (tmp_path / "f").mkdir()
     keep: list = []
-    ours = {name: _queue_script(s, _clone) for name, s in _stores(fdist, tmp_path / "f", keep)}
-    theirs = {name: _queue_script(s, _clone)
-              for name, s in _stores(tdist, tmp_path / "t", keep)}
+    # torch's stores run their scripts each in a thread of its own, while ours run one after
+    # another here: torch's waits release the GIL, and a FileStore's times out in whole
+    # seconds only, so that one after another they took most of the test's time.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
+        pending = {name: pool.submit(_queue_script, s, _clone)
+                   for name, s in _stores(tdist, tmp_path / "t", keep)}
+        ours = {name: _queue_script(s, _clone)
+                for name, s in _stores(fdist, tmp_path / "f", keep)}
+        theirs = {name: job.result() for name, job in pending.items()}
     for name in theirs:
         assert _normal(ours[name]) == _normal(theirs[name]), name
     assert issubclass(fdist.QueueEmptyError, fdist.DistStoreError)

@@ -19,7 +19,12 @@ import fusegrad
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 import import_layers as L  # noqa: E402
 
-EDGES = L.import_edges()
+
+@pytest.fixture(scope="module")
+def edges():
+    """The package's import edges, read once per process that runs these tests (not while
+    the tests are collected: the read parses every module)."""
+    return L.import_edges()
 
 
 def _show(edges) -> str:
@@ -35,28 +40,28 @@ def test_every_module_has_a_layer():
         L.layer_of(module)
 
 
-def test_no_upward_import():
+def test_no_upward_import(edges):
     """No module imports a higher layer, at module level or inside a function, except the
     commented allowances (function level only)."""
-    bad = L.upward(EDGES)
+    bad = L.upward(edges)
     assert not bad, "imports running upward:\n" + _show(bad)
 
 
-def test_allowances_are_current():
+def test_allowances_are_current(edges):
     """Each allowance names an import that exists, inside a function."""
-    assert L.stale_allowances(EDGES) == []
+    assert L.stale_allowances(edges) == []
 
 
-def test_no_loop_in_the_core():
+def test_no_loop_in_the_core(edges):
     """No group of core modules imports each other in a loop, the imports inside functions
     included."""
-    assert L.core_loops(EDGES) == []
+    assert L.core_loops(edges) == []
 
 
-def test_picture_is_generated():
+def test_picture_is_generated(edges):
     """docs/architecture.md shows the layers as the script computes them now (regenerate
     with `python tools/import_layers.py --write`)."""
-    assert L.documented() == L.diagram(EDGES)
+    assert L.documented() == L.diagram(edges)
 
 
 def test_the_checks_see_function_level_imports_and_package_inits(tmp_path):

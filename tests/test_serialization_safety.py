@@ -5,6 +5,7 @@ torch.Size, torch.device, set, views at offsets sharing one storage) in both dir
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 import signal
@@ -78,7 +79,14 @@ def _storage_bomb(path) -> None:
 
 def _pickle_bomb(path) -> None:
     """A data.pkl that inflates to 512 MiB of EMPTY_DICT opcodes."""
-    with zipfile.ZipFile(path, "w") as z:
+    path.write_bytes(_pickle_bomb_bytes())
+
+
+@functools.cache
+def _pickle_bomb_bytes() -> bytes:
+    """The pickle bomb's file, deflated once per process (the lying bomb starts from it)."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
         info = zipfile.ZipInfo("archive/data.pkl")
         info.compress_type = zipfile.ZIP_DEFLATED
         with z.open(info, "w") as out:
@@ -88,6 +96,7 @@ def _pickle_bomb(path) -> None:
                 out.write(chunk)
             out.write(b".")
         z.writestr("archive/version", "3\n")
+    return buf.getvalue()
 
 
 def _lying_pickle_bomb(path) -> None:
