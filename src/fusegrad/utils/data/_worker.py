@@ -147,7 +147,7 @@ class _Resume:
 
 def _worker_loop(dataset, fetch_kind: str, collate_fn, drop_last: bool, batch_size,
                  index_q, result_q, worker_id: int, num_workers: int, base_seed: int,
-                 init_fn) -> None:
+                 init_fn, stopping=None) -> None:
     """Body of a worker process: seed, run `init_fn`, then answer tasks until told to stop.
 
     Seeds as PyTorch does: Python's and the torch RNG with `base_seed + worker_id`, NumPy's
@@ -183,7 +183,13 @@ def _worker_loop(dataset, fetch_kind: str, collate_fn, drop_last: bool, batch_si
                 result_q.cancel_join_thread()
                 return
             continue
+        if task is not None and stopping is not None and stopping.is_set():
+            continue  # shutting down: the tasks queued before the stop are unwanted
         if task is None:
+            # Told to stop: what is still buffered for the main process is unwanted, and a
+            # process holding results the pipe cannot take would not exit (its queue's
+            # feeder thread waits for room), until shutdown's wait ran out and killed it.
+            result_q.cancel_join_thread()
             break
         if isinstance(task, _Resume):  # a persistent worker's next pass
             if fetch_kind == "iterable" and init_error is None:
@@ -256,6 +262,9 @@ class WorkerPool:
         self.timeout = loader.timeout
         self.prefetch = loader.prefetch_factor if loader.prefetch_factor is not None else 2
         self.result_q = ctx.Queue()
+        # Set at shutdown: workers skip the tasks still queued for them (each would be a
+        # batch fetched for nothing before the stop is read), as PyTorch's done event.
+        self.stopping = ctx.Event()
         self.index_qs, self.workers = [], []
         self.closed = False
         self.epoch = -1
@@ -263,7 +272,7 @@ class WorkerPool:
             iq = ctx.Queue()
             p = ctx.Process(target=_worker_loop, daemon=True, args=(
                 loader.dataset, kind, loader.collate_fn, loader.drop_last, loader.batch_size,
-                iq, self.result_q, w, n, base_seed, loader.worker_init_fn))
+                iq, self.result_q, w, n, base_seed, loader.worker_init_fn, self.stopping))
             p.start()
             self.index_qs.append(iq)
             self.workers.append(p)
@@ -350,6 +359,7 @@ class WorkerPool:
         """Stop the workers (once)."""
         if not self.closed:
             self.closed = True
+            self.stopping.set()
             _shutdown(self.workers, self.index_qs, self.result_q, graceful)
 
 
