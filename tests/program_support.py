@@ -93,23 +93,29 @@ def maybe_compile(torch, compiled):
 
 
 @contextlib.contextmanager
-def compiler_fallbacks():
-    """The messages of the graphs AOT autograd or the code generator gave up on (run as FX
-    code or eagerly instead), logged while the block runs."""
+def logged(artifact: str, starts: tuple):
+    """The messages of fusegrad's log `artifact` starting with one of `starts`, logged while
+    the block runs (a list, filled as they come)."""
     from fusegrad.compiler import logs
 
     found, emit = [], logs.emit
 
-    def record(artifact, message):
-        if artifact == "graph_breaks" and message.startswith(("AOT autograd", "inductor:")):
+    def record(kind, message):
+        if kind == artifact and message.startswith(starts):
             found.append(message)
-        emit(artifact, message)
+        emit(kind, message)
 
     logs.emit = record
     try:
         yield found
     finally:
         logs.emit = emit
+
+
+def compiler_fallbacks():
+    """The messages of the graphs AOT autograd or the code generator gave up on (run as FX
+    code or eagerly instead), logged while the block runs."""
+    return logged("graph_breaks", ("AOT autograd", "inductor:"))
 
 
 def break_count(lib, prog):

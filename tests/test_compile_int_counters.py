@@ -10,13 +10,12 @@ steps) and returns the counter's new value as an int. Each program runs eagerly 
 on three backends with the same values and state; under torch 2.13 the eager backend makes as
 many graphs."""
 
-import contextlib
 import functools
 import math
 
 import numpy as np
 import pytest
-from program_support import check_compiled, compare, run_program
+from program_support import check_compiled, compare, logged, run_program
 
 import fusegrad
 
@@ -208,30 +207,11 @@ def test_a_counter_compiles_as_few_graphs_as_torch(name, static_one):
     assert _graphs(fusegrad, PROGRAMS[name]) == _graphs(torch, PROGRAMS[name]) + static_one
 
 
-@contextlib.contextmanager
-def _aot_traces():
-    from fusegrad.compiler import logs
-
-    found, emit = [], logs.emit
-
-    def record(artifact, message):
-        if artifact == "aot_graphs" and message.startswith(("Forward graph",
-                                                            "Inference graph")):
-            found.append(message)
-        emit(artifact, message)
-
-    logs.emit = record
-    try:
-        yield found
-    finally:
-        logs.emit = emit
-
-
 @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
 def test_aot_traces_a_counter_once(backend):
     """Seven user-Adam steps: one AOT trace per captured graph (three), not one per step."""
     fusegrad._dynamo.reset()
-    with _aot_traces() as traces:
+    with logged("aot_graphs", ("Forward graph", "Inference graph")) as traces:
         _user_adam(fusegrad, compiled=backend)
     assert len(traces) == 3, len(traces)
 
