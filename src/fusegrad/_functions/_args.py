@@ -82,15 +82,17 @@ def required_dim(name: str, dim, given):
     return dim
 
 
-def tensor_sequence(name: str, tensors) -> list:
+def tensor_sequence(name: str, tensors, argument: str = "'tensors' (position 1)",
+                    index: int = 0) -> list:
     """`tensors` (a list or tuple of tensors, as `cat` and `stack` take) as a list, with
-    PyTorch's argument parser's errors for anything else."""
+    PyTorch's argument parser's errors for anything else (`argument`: how the first names
+    the argument, `index`: its index in the second)."""
     if not isinstance(tensors, (list, tuple)):
-        raise TypeError(f"{name}(): argument 'tensors' (position 1) must be tuple of Tensors, "
+        raise TypeError(f"{name}(): argument {argument} must be tuple of Tensors, "
                         f"not {python_type_name(tensors)}")
     for i, t in enumerate(tensors):
         if not isinstance(t, Tensor):
-            raise TypeError(f"expected Tensor as element {i} in argument 0, but got "
+            raise TypeError(f"expected Tensor as element {i} in argument {index}, but got "
                             f"{python_type_name(t)}")
     return list(tensors)
 

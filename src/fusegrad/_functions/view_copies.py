@@ -9,6 +9,7 @@ from .._dispatch import call
 from .._tensor import Tensor
 from ..autograd.grad_mode import is_grad_enabled
 from ..ops.view_copies import COPIES as C
+from . import _args
 from .shape import _shape_args
 
 
@@ -95,13 +96,7 @@ def _check_outs(out, name: str, position: int) -> None:
     and `unbind_copy`'s autograd refusal of an `out` that requires grad."""
     from ..ops import out_facts
 
-    if not isinstance(out, (list, tuple)):
-        raise TypeError(f"{name}(): argument 'out' must be tuple of Tensors, not "
-                        f"{type(out).__name__}")
-    for i, o in enumerate(out):
-        if not isinstance(o, Tensor):
-            raise TypeError(f"expected Tensor as element {i} in argument {position}, but got "
-                            f"{type(o).__name__}")
+    _args.tensor_sequence(name, out, "'out'", position)
     if name == "unbind_copy" and is_grad_enabled() and any(o.requires_grad for o in out):
         raise RuntimeError(out_facts.GRAD_ERROR.format(name))
 
