@@ -1071,19 +1071,7 @@ _RUNS = [(p, b) for p in COMPILED for b in ("eager", "aot_eager", "inductor")
 # Programs (with the backend) one of whose graphs AOT autograd cannot trace yet, so that it
 # runs eagerly or as FX code instead (the values are still compared); each gap's minimal
 # repro. When a gap closes its test fails here, to be taken off the list.
-_MLM_GAP = (
-    "multilabel_margin_loss keeps the pairs its backward reads from the input's values, which "
-    "the fake tensors AOT autograd traces with do not have, so the graph runs eagerly: with x "
-    "= fg.randn(3, 5, requires_grad=True) and t = fg.tensor([[1, 3, -1, 0, 0], [0, -1, 2, 2, "
-    "2], [4, -1, 0, 0, 0]]), fg.compile(lambda x: fg.nn.functional.multilabel_margin_loss(x, "
-    "t), backend='aot_eager')(x) logs 'AOT autograd cannot trace forward; it runs eagerly: "
-    "NotImplementedError: aten::multilabel_margin_loss_backward: attempted to run this "
-    "operator with Meta tensors' (torch breaks its graph there instead, 'Data dependent "
-    "operator')")
-_AOT_GAPS = {
-    ("compiled_criterion_zoo", "aot_eager"): _MLM_GAP,
-    ("compiled_criterion_zoo", "inductor"): _MLM_GAP,
-}
+_AOT_GAPS: dict = {}
 
 
 @pytest.mark.parametrize("prog,backend", _RUNS,

@@ -321,12 +321,11 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths, target_lengths,
         log_probs = log_probs.unsqueeze(1)
     res = call(LS.ctc_loss, log_probs, targets, il, tl, blank, bool(zero_infinity))[0]
     if zero_infinity:
-        inf = res.detach().isinf() if meta else Tensor._make(np.isinf(res._data))
-        res = res.new_zeros(()).where(inf, res)
+        res = res.new_zeros(()).where(res.detach().isinf(), res)
     if reduction == "mean":
-        lengths = np.maximum(np.asarray(tl, np.int64), 1).astype(res.dtype.np)
-        # (on the meta device the lengths' tensor is made there, as PyTorch's)
-        lengths = res.new_empty(lengths.shape) if meta else Tensor._make(lengths)
+        # (by a factory, so that a traced graph holds the lengths as its constant; on the
+        # meta device the tensor is made there, as PyTorch's)
+        lengths = res.new_tensor([max(v, 1) for v in tl])
         return (res / lengths).mean()
     if reduction == "sum":
         return res.sum()

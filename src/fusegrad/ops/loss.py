@@ -477,8 +477,12 @@ def _mlm_meta(x, t, reduction=1):
 
 
 def _mlm_derivative(grads, x, pairs, reduction, t=None, is_target=None):
-    if pairs is None:  # (a meta input)
-        _no_meta_backward("multilabel_margin_loss_backward")
+    if pairs is None:
+        if t is None or is_target is None:
+            _no_meta_backward("multilabel_margin_loss_backward")
+        # No values to read (a traced graph): the pairs from the target and is_target by
+        # ops, as `_mlm_masks` finds them.
+        pairs = _mlm_traced_pairs(t, is_target, x)
     g = grads[0] if isinstance(grads, (list, tuple)) else grads
     if t is not None and recording():
         # create_graph: PyTorch's op, a NotImplemented node (no second derivative)
@@ -495,9 +499,20 @@ def _mlm_derivative(grads, x, pairs, reduction, t=None, is_target=None):
 
 
 def _mlm_save(out, x, t, reduction=1):
-    if x._data is None or t._data is None:  # meta: no targets to read (see _mlm_derivative)
-        return (x, None, reduction)
+    if x._data is None or t._data is None:  # no targets to read (see _mlm_derivative)
+        return (x, None, reduction, t, out[1])
     return (x, _mlm_pairs(x._data, t._data), reduction, t, out[1])
+
+
+def _mlm_traced_pairs(t, is_target, x):
+    """`_mlm_pairs` by tensor ops on target `t` and the forward's `is_target`: (N, C, C),
+    entry [n, j, i] the count of class j among row n's listed targets (those before its
+    first -1) where class i is not one of them."""
+    c = x.shape[-1] if x.dim() else 1
+    t2 = t.reshape(-1, c)
+    listed = (t2 >= 0).cumprod(1).to(x.dtype)
+    counts = x.new_zeros(tuple(t2.shape)).scatter_add(1, t2.clamp(min=0), listed)
+    return counts.unsqueeze(2) * (1 - is_target.reshape(-1, c)).unsqueeze(1)
 
 
 def _mlm_pairs(x, t):
