@@ -11,7 +11,7 @@ import torch
 
 import fusegrad
 from fusegrad import _cbuild
-from fusegrad.ops import _blas, _gemm, _native
+from fusegrad.ops import _blas, _gemm, _native, _sgemm
 
 pytestmark = pytest.mark.skipif(
     _gemm.MAX_GEMM_PIECES < 2 or not _blas.available(),
@@ -26,6 +26,15 @@ def _operand(rng, rows: int, cols: int, dtype, transposed: bool) -> np.ndarray:
     if transposed:
         return rng.standard_normal((cols, rows)).astype(dtype).T
     return rng.standard_normal((rows, cols)).astype(dtype)
+
+
+@pytest.fixture(autouse=True)
+def openblas_products():
+    """Every product through OpenBLAS: these tests are of its pieces (fusegrad's own kernel,
+    `_sgemm`, takes float32 products of these sizes on Intel's AVX-512 cores; its own tests
+    are in test_sgemm.py)."""
+    with _sgemm.own_kernel(False):
+        yield
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ import os
 
 import numpy as np
 
-from . import _blas, _native, _parallel
+from . import _blas, _native, _parallel, _sgemm
 
 # A large GEMM is cut into pieces of at least this many multiply-adds (tens of microseconds
 # each, which pays for handing a piece to a thread), at most one per CPU and four: each
@@ -81,6 +81,9 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None,
     if a.ndim == 2 == b.ndim and a.shape[0] * a.shape[1] * b.shape[1] <= _blas.SERIAL_MNK:
         # The common small product, first: one piece (under `GEMM_PIECE`), run serially.
         return _plus(np.matmul(a, b) if out is None else np.matmul(a, b, out=out), bias)
+    if out is None and b.ndim == 2 == a.ndim and b.dtype is _F32 is a.dtype and \
+            (own := _sgemm.product(a, b, bias)) is not None:
+        return own
     if a.ndim < 2 or b.ndim < 2 or not _blas.available():
         return _plus(np.matmul(a, b, out=out), bias)
     if out is None and b.ndim == 2 == a.ndim and b.dtype is _F32 is a.dtype and \

@@ -1,0 +1,133 @@
+"""float32 matrix products of moderate size by fusegrad's own AVX-512 kernel
+(`native/sgemm.c`), where it is faster than OpenBLAS's.
+
+A small network's products (a 64-sample batch through a 784x128 layer: 6.4 million
+multiply-adds) spend much of their time in OpenBLAS packing operands and in the cuts that keep
+results independent of the thread count (`_gemm.cut`). The kernel here packs nothing: it
+broadcasts the left operand's elements one at a time (any strides) into vectors of the right
+operand's rows, so a linear layer's weight gradient `g.T @ x` reads both where they lie, and a
+forward `x @ W.T` is computed transposed, `(W @ x.T).T`, with the batch transposed into a
+buffer and the result transposed back with its row of biases added. Each element is one sum
+over the shared dimension in order, so any cut of the columns, and so any thread count, gives
+the same bits: the C workers share the column panels (`_native.run_pieces`).
+
+On Intel's AVX-512 cores (one Sapphire Rapids core, 2026-12-06): `x @ W.T` for a 64x784 batch
+and a 128x784 weight 131-139 us through `_gemm` before (OpenBLAS, transposed as above) against
+86-95 us for this kernel's product; `g.T @ x` 110-116 us (cut in two) against 93-98. AMD's
+Zen 4 runs AVX-512 at half width and was not measured with it: there the products keep
+OpenBLAS. Beyond `MAX_MNK` multiply-adds OpenBLAS's cache blocking wins.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import numpy as np
+
+from . import _native
+
+# The products taken: more than MIN_MNK multiply-adds (OpenBLAS's serial size,
+# `_blas.SERIAL_MNK`: below, NumPy's call costs less than a kernel call and a transposition,
+# and `_gemm.matmul` makes it first), at most MAX_MNK (above, OpenBLAS's packed cache blocks
+# win), a shared dimension of at most MAX_K (the right operand's column panel, MAX_K rows of
+# 32 values, stays in the core's cache).
+MIN_MNK = 1 << 18
+MAX_MNK = 1 << 25
+MAX_K = 4096
+PANEL = 32  # columns of C per panel (`NR` in sgemm.c)
+_F32 = np.dtype(np.float32)
+_ITEM = 4
+_SIGNATURE = "pppp" + "i" * 9
+_TRANSPOSE = "ppp" + "i" * 5
+
+
+class _State:
+    # None until decided on first use (`_available`); False turns the kernel off.
+    on: bool | None = None
+
+
+_state = _State()
+
+
+def _intel_cpu() -> bool:
+    """Whether this machine's CPU is Intel's (`/proc/cpuinfo`; False where unreadable)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("vendor_id"):
+                    return line.split(":", 1)[1].strip() == "GenuineIntel"
+    except OSError:
+        pass
+    return False
+
+
+def _available() -> bool:
+    if not _native.enabled():  # (C kernels off for now: decided when they are on)
+        return False
+    if _state.on is None:
+        probe = _native.function("sgemm", "fg_sgemm_available", "", "i") \
+            if _intel_cpu() else None
+        _state.on = probe is not None and probe() == 1
+    return _state.on
+
+
+@contextlib.contextmanager
+def own_kernel(on: bool) -> Iterator[None]:
+    """Run the block with this kernel allowed or not (not: OpenBLAS takes every product),
+    for tests of the other paths and for timing them."""
+    before = _state.on
+    _state.on = bool(on and _available()) if on else False
+    try:
+        yield
+    finally:
+        _state.on = before
+
+
+def _steps(x: np.ndarray) -> tuple[int, int] | None:
+    """`x`'s strides in elements, or None where one is not a whole number of them."""
+    s0, s1 = x.strides
+    if s0 % _ITEM or s1 % _ITEM:
+        return None
+    return s0 // _ITEM, s1 // _ITEM
+
+
+def product(a: np.ndarray, b: np.ndarray, bias: np.ndarray | None) -> np.ndarray | None:
+    """`a @ b` (+ `bias`, a C-contiguous row of the result's width) for float32 matrices in
+    this kernel's range, as a new C-contiguous array; None where the kernel does not take it
+    (another dtype or size, a right operand with neither rows nor columns of unit stride,
+    no AVX-512 build, not an Intel CPU)."""
+    (m, k), n = a.shape, b.shape[1]
+    mnk = m * n * k
+    if mnk <= MIN_MNK or mnk > MAX_MNK or k > MAX_K or not _available():
+        return None
+    if bias is not None and (bias.dtype is not _F32 or bias.shape != (n,) or
+                             not bias.flags.c_contiguous):
+        return None
+    sa, sb = _steps(a), _steps(b)
+    if sa is None or sb is None:
+        return None
+    fn = _native.function("sgemm", "fg_sgemm_f32", _SIGNATURE)
+    address = _native.address
+    if sb[1] == 1:  # B's rows are runs: C = A @ B directly
+        out = np.empty((m, n), _F32)
+        _native.run_pieces(fn, (address(a), address(b), address(out),
+                                None if bias is None else address(bias), sa[0], sa[1], sb[0],
+                                n, m, k, n), (), -(-n // PANEL), mnk)
+        return out
+    if sb[0] != 1:
+        return None
+    # B's columns are runs (a weight's transpose): C^T = B^T @ A^T, A^T's rows runs.
+    transpose = _native.function("sgemm", "fg_transpose_f32", _TRANSPOSE)
+    if sa[0] == 1:
+        at, lda = a, sa[1]  # (A^T's row p starts at A's column p)
+    else:
+        at, lda = np.empty((k, m), _F32), m
+        transpose(address(a), address(at), None, sa[0], sa[1], m, m, k)
+    ct = np.empty((n, m), _F32)
+    _native.run_pieces(fn, (address(b), address(at), address(ct), None, sb[1], sb[0], lda, m,
+                            n, k, m), (), -(-m // PANEL), mnk)
+    out = np.empty((m, n), _F32)
+    transpose(address(ct), address(out), None if bias is None else address(bias), m, 1, n,
+              n, m)
+    return out

@@ -1,0 +1,141 @@
+/* float32 matrix products of moderate size with AVX-512, for `ops/_gemm.py`.
+
+   C = A @ B (+ a row of biases) where B's rows and C's rows are runs of unit stride and A is
+   read one element at a time (any strides): the register tile is MR rows of C by NR = 16 * NV
+   columns, each of its accumulators a vector of 16 columns, and each step over the shared
+   dimension broadcasts one element of A per row and multiplies it into the vectors of B's
+   row. Nothing is packed: a linear layer's weight gradient (A the transposed gradient, B the
+   batch) reads both operands where they lie.
+
+   Every element of C is one accumulator summed over the shared dimension in order, from zero,
+   then the bias added: its bits do not depend on the tile it falls in, on the range of panels
+   a call is given, nor so on the thread count.
+
+   Built only where the compiler targets AVX-512 (`-march=native` on such a CPU):
+   `fg_sgemm_available` says whether the products are here. */
+
+#include <stdint.h>
+
+typedef int64_t i64;
+
+#ifdef __AVX512F__
+#include <immintrin.h>
+
+#define MR 12
+#define NV 2
+#define NR (16 * NV)
+
+int64_t fg_sgemm_available(void) { return 1; }
+
+/* An mr x NR tile of C (columns past the panel's end masked off by `mk`). */
+static inline __attribute__((always_inline)) void tile(
+    const int mr, const float *a, i64 sai, i64 sak, const float *b, i64 ldb, float *c,
+    i64 ldc, const float *bias, i64 k, const __mmask16 *mk) {
+    __m512 acc[MR][NV];
+#pragma GCC unroll 12
+    for (int r = 0; r < mr; r++)
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; v++) acc[r][v] = _mm512_setzero_ps();
+    for (i64 p = 0; p < k; p++) {
+        __m512 bv[NV];
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; v++)
+            bv[v] = _mm512_maskz_loadu_ps(mk[v], b + p * ldb + 16 * v);
+        const float *ap = a + p * sak;
+#pragma GCC unroll 12
+        for (int r = 0; r < mr; r++) {
+            const __m512 av = _mm512_set1_ps(ap[r * sai]);
+#pragma GCC unroll 2
+            for (int v = 0; v < NV; v++) acc[r][v] = _mm512_fmadd_ps(av, bv[v], acc[r][v]);
+        }
+    }
+#pragma GCC unroll 12
+    for (int r = 0; r < mr; r++)
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; v++) {
+            __m512 o = acc[r][v];
+            if (bias) o = _mm512_add_ps(o, _mm512_maskz_loadu_ps(mk[v], bias + 16 * v));
+            _mm512_mask_storeu_ps(c + r * ldc + 16 * v, mk[v], o);
+        }
+}
+
+#define TAIL(R) \
+    case R: tile(R, a + i * sai, sai, sak, bj, ldb, cj + i * ldc, ldc, bb, k, mk); break;
+
+/* Panels first..last - 1 (NR columns each; the last may be narrower) of C = A @ B (+ bias):
+   A element (i, p) at a[i * sai + p * sak] (m x k), B row p at b + p * ldb (k x n), C row i
+   at c + i * ldc, `bias` (n values) or null. */
+void fg_sgemm_f32(const float *a, const float *b, float *c, const float *bias, i64 sai,
+                  i64 sak, i64 ldb, i64 ldc, i64 m, i64 k, i64 n, i64 first, i64 last) {
+    for (i64 panel = first; panel < last; panel++) {
+        const i64 j = panel * NR, cols = n - j < NR ? n - j : NR;
+        __mmask16 mk[NV];
+        for (int v = 0; v < NV; v++) {
+            const i64 left = cols - 16 * v;
+            mk[v] = left >= 16 ? 0xffff : left <= 0 ? 0 : (__mmask16)((1u << left) - 1);
+        }
+        const float *bj = b + j, *bb = bias ? bias + j : 0;
+        float *cj = c + j;
+        i64 i = 0;
+        for (; i + MR <= m; i += MR)
+            tile(MR, a + i * sai, sai, sak, bj, ldb, cj + i * ldc, ldc, bb, k, mk);
+        switch (m - i) {
+            TAIL(1) TAIL(2) TAIL(3) TAIL(4) TAIL(5) TAIL(6) TAIL(7) TAIL(8) TAIL(9) TAIL(10)
+            TAIL(11)
+            default: break;
+        }
+    }
+}
+
+/* dst (cols x rows, row-major, row stride `ld`) = the transpose of src (rows x cols, element
+   (i, j) at src[i * rs + j * cs]), plus bias[i] in dst's column i if `bias` is not null
+   (a product computed transposed, its row of biases added as it is written back). 8 x 8
+   blocks transposed in registers where src's rows are runs of unit stride. */
+void fg_transpose_f32(const float *src, float *dst, const float *bias, i64 rs, i64 cs,
+                      i64 ld, i64 rows, i64 cols) {
+    i64 i = 0;
+    if (cs == 1) {
+        for (; i + 8 <= rows; i += 8) {
+            i64 j = 0;
+            for (; j + 8 <= cols; j += 8) {
+                const float *s = src + i * rs + j;
+                __m256 r0 = _mm256_loadu_ps(s), r1 = _mm256_loadu_ps(s + rs),
+                       r2 = _mm256_loadu_ps(s + 2 * rs), r3 = _mm256_loadu_ps(s + 3 * rs),
+                       r4 = _mm256_loadu_ps(s + 4 * rs), r5 = _mm256_loadu_ps(s + 5 * rs),
+                       r6 = _mm256_loadu_ps(s + 6 * rs), r7 = _mm256_loadu_ps(s + 7 * rs);
+                __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1),
+                       t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3),
+                       t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5),
+                       t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+                __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE),
+                       u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE),
+                       u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE),
+                       u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+                __m256 o[8] = {_mm256_permute2f128_ps(u0, u4, 0x20),
+                               _mm256_permute2f128_ps(u1, u5, 0x20),
+                               _mm256_permute2f128_ps(u2, u6, 0x20),
+                               _mm256_permute2f128_ps(u3, u7, 0x20),
+                               _mm256_permute2f128_ps(u0, u4, 0x31),
+                               _mm256_permute2f128_ps(u1, u5, 0x31),
+                               _mm256_permute2f128_ps(u2, u6, 0x31),
+                               _mm256_permute2f128_ps(u3, u7, 0x31)};
+                const __m256 add = bias ? _mm256_loadu_ps(bias + i) : _mm256_setzero_ps();
+                for (int q = 0; q < 8; q++)
+                    _mm256_storeu_ps(dst + (j + q) * ld + i,
+                                     bias ? _mm256_add_ps(o[q], add) : o[q]);
+            }
+            for (; j < cols; j++)
+                for (i64 q = i; q < i + 8; q++)
+                    dst[j * ld + q] = bias ? src[q * rs + j] + bias[q] : src[q * rs + j];
+        }
+    }
+    for (; i < rows; i++)
+        for (i64 j = 0; j < cols; j++)
+            dst[j * ld + i] = bias ? src[i * rs + j * cs] + bias[i] : src[i * rs + j * cs];
+}
+
+#else
+
+int64_t fg_sgemm_available(void) { return 0; }
+
+#endif

@@ -1,0 +1,145 @@
+"""fusegrad's own float32 product kernel (`ops/_sgemm.py`, `native/sgemm.c`), which takes
+products of moderate size on Intel's AVX-512 cores: values against float64 products for
+every operand layout (tails of its register tile, negative and broadcast strides, NaN and
+infinity), the same bits for any cut of its column panels and at one and two threads, and a
+small network's training step against PyTorch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import fusegrad
+from fusegrad.ops import _gemm, _native, _sgemm
+
+pytestmark = pytest.mark.skipif(not _sgemm._available(),
+                                reason="no AVX-512 build of the kernel or not an Intel CPU")
+
+# (m, k, n): the MNIST MLP's layer, its weight gradient, tails of the 12 x 32 register tile
+# and of the 16-value vectors, a long shared dimension, a single row or column.
+SHAPES = [(64, 784, 128), (128, 64, 784), (13, 300, 77), (100, 100, 100), (37, 1000, 33),
+          (1, 4096, 65), (200, 5, 300), (9, 4000, 9), (65, 64, 1), (23, 3, 4000)]
+
+
+def _matrix(rng, rows: int, cols: int, transposed: bool) -> np.ndarray:
+    """A float32 `rows` x `cols` matrix, stored row-major or as a row-major one's transpose."""
+    if transposed:
+        return rng.standard_normal((cols, rows)).astype(np.float32).T
+    return rng.standard_normal((rows, cols)).astype(np.float32)
+
+
+def _reference(a, b, bias):
+    out = a.astype(np.float64) @ b.astype(np.float64)
+    return out if bias is None else out + bias
+
+
+@pytest.mark.parametrize("with_bias", [False, True])
+@pytest.mark.parametrize("layout", ["nn", "nt", "tn", "tt"])
+@pytest.mark.parametrize("shape", SHAPES, ids=[f"{m}x{k}x{n}" for m, k, n in SHAPES])
+def test_products_match_float64(shape, layout, with_bias):
+    m, k, n = shape
+    rng = np.random.default_rng(m * 7 + k + n)
+    a = _matrix(rng, m, k, layout[0] == "t")
+    b = _matrix(rng, k, n, layout[1] == "t")
+    bias = rng.standard_normal(n).astype(np.float32) if with_bias else None
+    if m * n * k <= _sgemm.MIN_MNK:
+        assert _sgemm.product(a, b, bias) is None
+        return
+    got = _sgemm.product(a, b, bias)
+    assert got.dtype == np.float32 and got.flags.c_contiguous and got.shape == (m, n)
+    np.testing.assert_allclose(got, _reference(a, b, bias), rtol=1e-5, atol=1e-5 * k ** 0.5)
+    # `_gemm.matmul` takes it (the same bits), OpenBLAS agrees within rounding.
+    np.testing.assert_array_equal(_gemm.matmul(a, b, bias=bias), got)
+    with _sgemm.own_kernel(False):
+        blas = _gemm.matmul(a, b, bias=bias)
+    np.testing.assert_allclose(got, blas, rtol=1e-5, atol=1e-5 * k ** 0.5)
+
+
+def test_strided_and_broadcast_operands():
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((80, 600)).astype(np.float32)[::-1, ::2]  # negative, step 2
+    b = rng.standard_normal((300, 200)).astype(np.float32)
+    np.testing.assert_allclose(_sgemm.product(a, b, None), _reference(a, b, None),
+                               rtol=1e-5, atol=1e-4)
+    row = np.broadcast_to(rng.standard_normal((1, 300)).astype(np.float32), (90, 300))
+    got = _sgemm.product(row, b, None)
+    np.testing.assert_allclose(got, _reference(row, b, None), rtol=1e-5, atol=1e-4)
+    assert (got == got[0]).all()
+    # Neither of B's strides a unit: not taken (OpenBLAS's path copies it).
+    b2 = rng.standard_normal((200, 600)).astype(np.float32)[:, ::2].T
+    assert _sgemm.product(a, b2, None) is None
+    # Another dtype or a bias of another shape: not taken.
+    assert _sgemm.product(a.astype(np.float64), b.astype(np.float64), None) is None
+    assert _sgemm.product(a, b, np.zeros(7, np.float32)) is None
+
+
+def test_nan_and_infinity_propagate_as_in_blas():
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((64, 784)).astype(np.float32)
+    w = rng.standard_normal((128, 784)).astype(np.float32)
+    x[3, 10] = np.nan
+    x[5, 0] = np.inf
+    w[7] = 0.0  # inf * 0 is NaN
+    got = _sgemm.product(x, w.T, None)
+    with _sgemm.own_kernel(False):
+        blas = _gemm.matmul(x, w.T)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(blas))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(blas))
+    assert np.isnan(got[3]).all() and np.isnan(got[5, 7])
+
+
+def test_any_cut_of_the_panels_gives_the_same_bits():
+    """Each element is one sum in order: panels computed in any ranges, in any order, give
+    the whole call's bits."""
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((50, 333)).astype(np.float32)
+    b = rng.standard_normal((333, 170)).astype(np.float32)
+    fn = _native.function("sgemm", "fg_sgemm_f32", _sgemm._SIGNATURE)
+    panels = -(-170 // _sgemm.PANEL)
+    whole = np.empty((50, 170), np.float32)
+    fn(a.ctypes.data, b.ctypes.data, whole.ctypes.data, None, 333, 1, 170, 170, 50, 333, 170,
+       0, panels)
+    parts = np.full((50, 170), np.nan, np.float32)
+    for first, last in ((3, panels), (1, 3), (0, 1)):
+        fn(a.ctypes.data, b.ctypes.data, parts.ctypes.data, None, 333, 1, 170, 170, 50, 333,
+           170, first, last)
+    np.testing.assert_array_equal(parts, whole)
+    np.testing.assert_allclose(whole, _reference(a, b, None), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("layout", ["nn", "nt", "tn"])
+def test_two_threads_give_one_threads_bits(shared, layout):
+    rng = np.random.default_rng(8)
+    a = _matrix(rng, 96, 500, layout[0] == "t")
+    b = _matrix(rng, 500, 200, layout[1] == "t")
+    bias = rng.standard_normal(200).astype(np.float32)
+    got = []
+    for n in (1, 2):
+        fusegrad.set_num_threads(n)
+        got.append(_gemm.matmul(a, b, bias=bias))
+    np.testing.assert_array_equal(got[0], got[1])
+
+
+def test_a_small_networks_training_step_matches_torch(threads):
+    """The MNIST MLP's step (its two larger products and their gradients through the
+    kernel) against PyTorch's, at one and two threads."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(9)
+    x0 = rng.standard_normal((64, 784)).astype(np.float32)
+    w0 = (rng.standard_normal((128, 784)) * 0.03).astype(np.float32)
+    b0 = rng.standard_normal(128).astype(np.float32)
+    v0 = (rng.standard_normal((10, 128)) * 0.1).astype(np.float32)
+    y0 = rng.integers(0, 10, 64)
+
+    def step(lib):
+        w, b, v = (lib.tensor(t, requires_grad=True) for t in (w0, b0, v0))
+        h = lib.nn.functional.relu(lib.nn.functional.linear(lib.tensor(x0), w, b))
+        loss = lib.nn.functional.cross_entropy(h @ v.t(), lib.tensor(y0))
+        loss.backward()
+        return [loss.detach().numpy(), w.grad.numpy(), b.grad.numpy(), v.grad.numpy()]
+
+    want = step(torch)
+    for n in (1, 2):
+        fusegrad.set_num_threads(n)
+        for got, ref in zip(step(fusegrad), want, strict=True):
+            np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-6)
