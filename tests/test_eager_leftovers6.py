@@ -232,9 +232,6 @@ def _resizes_into(T, x, o):
     return o * 2
 
 
-@pytest.mark.xfail(strict=True, reason="a warning raised where a compiled function runs a "
-                   "call at a graph break names the compiler's generated code, not the user's "
-                   "line (the caller walk of _warn.warn_at_caller)")
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])
 def test_resize_warning_in_compiled_code_names_the_users_line(backend):
     """A resize at a graph break runs for real inside the compiled function: its warning

@@ -1108,15 +1108,7 @@ _TORCH_BREAKS = {
 
 # Programs where fusegrad breaks the graph more often than torch does, with each gap's minimal
 # repro.
-_CAPTURE_GAPS = {
-    "compiled_criterion_zoo": (
-        "a module constructed in compiled code is not captured: fg.compile(lambda a, b: "
-        "fg.nn.PairwiseDistance()(a, b) * 2, backend='eager')(fg.randn(3, 2), fg.randn(3, 2)) "
-        "breaks at the constructor ('call to PairwiseDistance'), torch captures it whole; in "
-        "the criterion (a list of losses) the break comes inside a loop, where fusegrad runs "
-        "the rest of the frame eagerly after breaking again at gaussian_nll_loss and "
-        "ctc_loss, which read values as torch's do (6 breaks where torch takes 2)"),
-}
+_CAPTURE_GAPS: dict = {}
 
 _BREAKS = [pytest.param(p, marks=pytest.mark.xfail(strict=True, reason=_CAPTURE_GAPS[p.__name__]))
            if p.__name__ in _CAPTURE_GAPS else p for p in COMPILED]

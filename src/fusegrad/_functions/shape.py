@@ -329,8 +329,8 @@ def split(tensor, split_size_or_sections, dim=0):
     dim, size = _args.index(dim), split_size_or_sections
     if isinstance(size, Tensor) and not size.ndim:  # a 0-d integer tensor is a size
         size = size.__index__()
-    if isinstance(size, numbers.Integral):
-        return call(S.split, tensor, int(size), dim)
+    if isinstance(size, (numbers.Integral, SymInt)):  # (a traced size stays symbolic)
+        return call(S.split, tensor, size_int(size), dim)
     return call(S.split_with_sizes, tensor, [int(s) for s in size], dim)
 
 

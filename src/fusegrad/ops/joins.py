@@ -345,15 +345,19 @@ def _split_with_sizes_decomposition(a, sizes, dim=0):
     """The pieces as slices (`narrow`) of `a`."""
     _split_with_sizes_meta(a, sizes, dim)
     d = wrap_dim(dim, a.dim())
-    starts = np.cumsum([0] + list(sizes[:-1])).tolist()
-    return tuple(a.narrow(d, int(start), int(s)) for start, s in zip(starts, sizes))
+    pieces, start = [], 0
+    for s in sizes:  # (added in turn: a traced size stays symbolic)
+        pieces.append(a.narrow(d, size_int(start), size_int(s)))
+        start = start + s
+    return tuple(pieces)
 
 
 def _split_tensor_decomposition(a, split_size, dim=0):
     if a.dim() == 0:
         raise RuntimeError("split expects at least a 1-dimensional tensor")
     d = wrap_dim(dim, a.dim())
-    return _split_with_sizes_decomposition(a, _split_sizes(a.shape[d], int(split_size)), d)
+    sizes = _split_sizes(a.shape[d], size_int(split_size))
+    return _split_with_sizes_decomposition(a, sizes, d)
 
 
 split_with_sizes = register(
@@ -371,14 +375,14 @@ def _split_tensor_kernel(a, split_size, dim=0):
     if a.ndim == 0:
         raise RuntimeError("split expects at least a 1-dimensional tensor")
     d = wrap_dim(dim, a.ndim)
-    return _split_with_sizes_kernel(a, _split_sizes(a.shape[d], int(split_size)), d)
+    return _split_with_sizes_kernel(a, _split_sizes(a.shape[d], size_int(split_size)), d)
 
 
 def _split_tensor_meta(a, split_size, dim=0):
     if len(a.shape) == 0:
         raise RuntimeError("split expects at least a 1-dimensional tensor")
     d = wrap_dim(dim, len(a.shape))
-    return _split_with_sizes_meta(a, _split_sizes(a.shape[d], int(split_size)), d)
+    return _split_with_sizes_meta(a, _split_sizes(a.shape[d], size_int(split_size)), d)
 
 
 split = register(

@@ -53,6 +53,7 @@ from .objects import (
     follow_outside,
     holds_real,
     new_object,
+    note_made_layer,
     weak_reference,
     weak_target_held,
 )
@@ -91,9 +92,11 @@ from .variables import (
     MethodVariable,
     NestedFunctionVariable,
     ObjectVariable,
+    OrderedDictVariable,
     OutsideIteratorVariable,
     OutsideListVariable,
     PartialVariable,
+    SetVariable,
     TensorVariable,
     TupleVariable,
     Unsupported,
@@ -361,7 +364,28 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
         made = _object_call(tr, f, args, kwargs)
         if made is not None:
             return made
-    if constructible(f):  # an instance of a plain class: followed, its __init__ inlined
+    if (f is set or f is collections.OrderedDict) and not args and not kwargs:
+        # Empty tables a new object fills (`Module.__init__`'s): variables, a new real one
+        # per call where they outlive the graph.
+        return SetVariable() if f is set else OrderedDictVariable({})
+    if f is collections.OrderedDict and len(args) <= 1:
+        # Of pairs or a dict (a container layer's slice): made as `dict(...)` makes it.
+        return OrderedDictVariable(_make_dict(tr, args, kwargs).items)
+    if f is iter and len(args) == 1 and not kwargs and not isinstance(args[0], TensorVariable):
+        return tr.iterator_of(args[0])  # (as GET_ITER: `iter(self._modules.values())`)
+    if f is operator.index and len(args) == 1 and not kwargs and \
+            isinstance(args[0], ConstantVariable) and type(args[0].value) in (int, bool):
+        return ConstantVariable(int(args[0].value))  # (a container layer's index check)
+    if f is set and len(args) == 1 and not kwargs and not isinstance(args[0], TensorVariable):
+        # `set(items)`: added one by one in the items' order, as the builtin adds them
+        # (the real set rebuilt from that history has the same layout and order).
+        made = SetVariable()
+        for item in tr.unpack(args[0]):
+            tr._set_add(made, item)
+        if isinstance(args[0], IteratorVariable):  # used up, as the builtin uses it up
+            args[0].index = len(args[0].items)
+        return made
+    if constructible(f, layer=True):  # a plain class or a layer: its __init__ inlined
         return construct(tr, f, args, kwargs)
     if any(f is c for c in _VALUE_CLASSES) and not _has_tensor(args) and \
             not _has_tensor(kwargs.values()):
@@ -410,6 +434,13 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
         out = _out_argument(f, args, kwargs)
         if out is not None:
             return _call_with_out(tr, f, out, args, kwargs)
+        if any(isinstance(a, _CALLABLE_VARIABLES) for a in (*args, *kwargs.values())):
+            impl = _python_layer_function(f)
+            if impl is not None:
+                # A layer function given a function or object made in the frame (a distance
+                # module for `triplet_margin_with_distance_loss`): no graph argument can hold
+                # it, so its Python is followed, as Dynamo follows torch.nn.functional.
+                return inline(tr, impl, args, kwargs)
         if _has_tensor(args) or _has_tensor(kwargs.values()) or has_flag(name, FACTORY):
             return tr.builder.call("call_function", f, tuple(args), kwargs)
         if has_flag(name, PURE) or f in _TENSOR_OPERATORS:
@@ -444,6 +475,23 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
         return inline(tr, f, args, kwargs)
     name = getattr(f, "__qualname__", None) or getattr(f, "__name__", type(f).__name__)
     raise Unsupported(f"call to {name}", reason=reasons.builtin(f, args, kwargs))
+
+
+# Callables made while translating: they exist only as variables, never as graph arguments.
+_CALLABLE_VARIABLES = (ObjectVariable, NestedFunctionVariable, BoundFunctionVariable,
+                       PartialVariable)
+
+
+def _python_layer_function(f):
+    """The Python function a layer function of `fusegrad.nn` runs (under its
+    `__torch_function__` wrapper), or None for any other function."""
+    from ..._torch_function_wrappers import implementation
+
+    impl = implementation(f)
+    if isinstance(impl, types.FunctionType) and \
+            (getattr(impl, "__module__", "") or "").startswith("fusegrad.nn."):
+        return impl
+    return None
 
 
 def _is_normal(f) -> bool:
@@ -547,6 +595,8 @@ def _object_call(tr, f, args: list, kwargs: dict) -> Variable | None:
         return ConstantVariable(objects.truth(obj))
     if f is len and len(args) == 1 and obj.mapping is not None:
         return ConstantVariable(len(obj.mapping.items))  # (no __len__ of its own)
+    if f is len and len(args) == 1:
+        return objects.length(tr, obj)
     if f is callable and len(args) == 1:
         return ConstantVariable(objects.is_callable(tr, obj))
     if (f is str or f is repr) and len(args) == 1:
@@ -1321,6 +1371,18 @@ def _call_method(tr, fn: MethodVariable, args, kwargs) -> Variable:
         raise Unsupported(f"dict.{name}")
     if isinstance(obj, TupleVariable):
         return _evaluate(tr, getattr(tr.as_python(obj), name), args, kwargs)
+    if isinstance(obj, SetVariable) and name in ("add", "discard") and len(args) == 1 and \
+            not kwargs:  # (a set made in the frame: `Module`'s table of buffer names)
+        if name == "add":
+            tr._set_add(obj, args[0])
+            return ConstantVariable(None)
+        key = tr.key(args[0])
+        try:
+            obj.items.pop(key, None)
+        except TypeError as e:  # unhashable: the real call raises it
+            raise Unsupported(f"set.discard: {e}") from None
+        obj.history.append(("discard", key))
+        return ConstantVariable(None)
     if isinstance(obj, ConstantVariable) and name in _MODULE_LISTINGS and not args and \
             not kwargs and _is_module(obj.value):
         # `for name, m in self.named_children()`: the listing is read now and guarded whole
@@ -1698,7 +1760,46 @@ def _call_concrete(tr, fn, args, kwargs) -> Variable:
         return ConstantVariable(None)
     if tr.callee_wrapper is not None:
         f, values = _captured_callee(tr.callee_wrapper, f, values)
-    return ConstantVariable(f(*values, **kw))
+    if tr.current is None:
+        return ConstantVariable(f(*values, **kw))
+    made = _at_program_line(tr)(f, values, kw)
+    if isinstance(f, type):
+        note_made_layer(made)  # (`nn.Linear(4, 4)`: made for real at its break)
+    return ConstantVariable(made)
+
+
+# The template of `_at_program_line`'s functions: its one statement on the line after `def`
+# (no docstring, which would move it).
+def ___call_at_program_line(f, args, kwargs):
+    return f(*args, **kwargs)
+
+
+# (code object, offset) -> a copy of `___call_at_program_line` whose frame reads as the
+# program's own at that instruction (see `_at_program_line`).
+_AT_LINE: dict = {}
+
+
+def _at_program_line(tr):
+    """The function through which the instruction `tr` runs makes its real call: its frame
+    has the program's file, line and globals, as the frame eager calls from. Code looking
+    at its caller then finds that line: a warning of fusegrad's ops (a resized `out`)
+    names the first frame outside fusegrad, which was the compiler's generated code, and
+    `warnings.warn(stacklevel=2)` in a user function run for real names the line too."""
+    key = (tr.code, tr.current.offset)
+    made = _AT_LINE.get(key)
+    if made is not None and made.__globals__ is tr.f_globals:
+        return made
+    from .segments import _line_of
+
+    line = _line_of(tr.code, tr.current.offset) or tr.code.co_firstlineno
+    template = ___call_at_program_line.__code__
+    # (its one statement is on the line after `def`)
+    code = template.replace(co_filename=tr.code.co_filename, co_firstlineno=line - 1)
+    made = types.FunctionType(code, tr.f_globals, template.co_name)
+    if len(_AT_LINE) > 4096:  # (bounded: code objects of programs long gone)
+        _AT_LINE.clear()
+    _AT_LINE[key] = made
+    return made
 
 
 def _warn_from_frame(tr, values: list, kw: dict) -> None:
@@ -1753,6 +1854,7 @@ def _program_frames(tr):
 
     runners = (FrameRunner._continue_concrete.__code__, FrameRunner._step.__code__)
     seen = {id(tr)}
+    called_from = None  # the last frame a real call was made from (`_at_program_line`)
     yield _translated_frame(tr, _line_of)
     real = sys._getframe(1)
     while real is not None:
@@ -1762,7 +1864,12 @@ def _program_frames(tr):
             held = real.f_locals.get("tr")
             if held is not None and id(held) not in seen:
                 seen.add(id(held))
-                yield _translated_frame(held, _line_of)
+                found = _translated_frame(held, _line_of)
+                if found != called_from:  # (that frame, yielded where it made its call)
+                    yield found
+        elif code.co_name == "___call_at_program_line":
+            called_from = (code.co_filename, real.f_lineno, real.f_globals)
+            yield called_from
         elif not name.startswith((_COMPILER_DIR, "<fusegrad segment ")) and \
                 not ("importlib" in name and "_bootstrap" in name):
             yield code.co_filename, real.f_lineno, real.f_globals

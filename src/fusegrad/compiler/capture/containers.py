@@ -162,7 +162,7 @@ class ContainerOpcodes:
         if isinstance(v, ObjectVariable):  # a dict subclass's keys (others: a break)
             from .objects import keys
 
-            return keys(v)
+            return keys(self, v)
         if isinstance(v, TensorVariable):
             if v.example.ndim == 0:
                 raise Unsupported("iteration over a 0-d tensor")

@@ -24,6 +24,16 @@ and the real object (read from its source) is what the frame holds afterwards.
 object's attribute table; rich comparisons, `min`/`max`, `str`/`repr`/`format` go through
 the class's Python methods.
 
+A module made in the frame (`nn.ReLU()(x)`, `nn.PairwiseDistance()` handed to a loss, a
+user's `nn.Module` subclass) is such an object too, as Dynamo traces a module it sees made:
+`Module.__init__` fills its tables (dict, OrderedDict and set variables), the class's
+`__setattr__`/`__getattr__` are inlined, and a call runs its `forward` directly while its hook
+tables are empty and no global hook exists (guarded). A `Parameter(...)` made in `__init__`
+(`nn.Linear(4, 4)`) is a break, as in Dynamo: the module is then made for real. A module
+made either way and live at a break is followed after it by its type and attributes
+(`_MADE_LAYERS`), its parameters read as inputs through `_parameters`, since it is new on
+every call.
+
 Only classes whose instances are their `__dict__` or slots (and dict items) plus their
 class's attributes are followed: written in Python over `object`, `dict` or `OrderedDict`,
 no `__new__`/`__getattribute__` of their own, no `__del__` (the object made here is not the
@@ -37,6 +47,7 @@ from __future__ import annotations
 
 import abc
 import collections
+import functools
 import operator
 import types
 import weakref
@@ -90,17 +101,51 @@ def _mapping_base(cls: type) -> type | None:
     return next((k for k in cls.__mro__ if k in _MAPPING_BASES), None)
 
 
-def constructible(cls, truth_ok: bool = False) -> bool:
+def constructible(cls, truth_ok: bool = False, layer: bool = False) -> bool:
     """Whether calling `cls(...)` can be followed as an `ObjectVariable` (see the module);
     with `truth_ok`, also a class whose own Python `__bool__`/`__len__` decides its
     instances' truth (which `truth` then refuses to answer: a module's hook object, only
-    ever called)."""
+    ever called); with `layer`, also a module class (`nn.ReLU()` made in the frame: see
+    `is_layer_class`)."""
     if not isinstance(cls, type) or type(cls) not in (type, abc.ABCMeta) or \
             not _is_heap_type(cls):  # (a builtin class itself: dict, object)
         return False
+    if layer and is_layer_class(cls):
+        # (a container layer's `__len__` decides its truth: followed, its truth a break)
+        return _plain_layout(cls, truth_ok=True)
     module = getattr(cls, "__module__", "") or ""
     if module.startswith("fusegrad") and not module.startswith(FOLLOWED_PACKAGES):
         return False  # fusegrad's own objects (tensors, sizes, modules, generators)
+    if not _plain_layout(cls, truth_ok):
+        return False
+    try:
+        from ...nn import Module
+    except ImportError:  # pragma: no cover - nn is always there
+        return True
+    return not issubclass(cls, Module)
+
+
+def is_layer_class(cls) -> bool:
+    """Whether `cls` is a module class (fusegrad's layers or a user's) whose new instances
+    can be followed as objects: made in the frame, an instance is only its `__dict__` (the
+    tables `Module.__init__` fills) until something registers a parameter or buffer, which
+    the capture leaves to a break (`Parameter(...)`, as Dynamo does). Calling one runs its
+    `forward` (`_call_layer`), as Dynamo traces a module it saw made."""
+    module = _module_class()
+    return isinstance(cls, type) and issubclass(cls, module) and cls is not module
+
+
+@functools.cache
+def _module_class() -> type:
+    """`nn.Module` (imported on first use: nn imports the compiler's package)."""
+    from ...nn import Module
+
+    return Module
+
+
+def _plain_layout(cls: type, truth_ok: bool) -> bool:
+    """Whether instances of `cls` are their `__dict__` (or slots, and dict items) plus
+    their class's attributes (see the module), their special methods written in Python."""
     if getattr(cls, "__abstractmethods__", None):
         return False  # instantiating it raises TypeError
     mapping = _mapping_base(cls)
@@ -118,13 +163,7 @@ def constructible(cls, truth_ok: bool = False) -> bool:
     if mapping is not None and any(not _is_heap_type(k) and k not in (mapping, dict, object)
                                    for k in cls.__mro__):
         return False  # another builtin base besides its dict
-    if cls.__mro__[-1] is not object:
-        return False
-    try:
-        from ...nn import Module
-    except ImportError:  # pragma: no cover - nn is always there
-        return True
-    return not issubclass(cls, Module)
+    return cls.__mro__[-1] is object
 
 
 def keeps_plain(cls: type, decides_truth: bool = False) -> bool:
@@ -212,6 +251,27 @@ def _own_getattr(tr, cls: type):
     return raw
 
 
+def _module_getattr():
+    return _module_class().__getattr__
+
+
+def _module_table_entry(obj: ObjectVariable, name: str) -> Variable | None:
+    """What `Module.__getattr__` answers for `name` of a module from outside followed by
+    its attributes (`follow_outside`): the entry of its parameters, buffers or children,
+    each table read (and its keys guarded) through the object's source; None where none
+    has it (an AttributeError). (Its Python reads `self.__dict__`, which such an object
+    does not give.)"""
+    for store in ("_parameters", "_buffers", "_modules"):
+        if store not in obj.items:
+            continue
+        table = obj.items[store]
+        if not isinstance(table, DictVariable) or table.source is None:
+            raise Unsupported(f"the {store} of a {obj.cls.__name__} that is not a dict")
+        if name in table.items:
+            return table.items[name]
+    return None
+
+
 def _has_instance_dict(cls: type) -> bool:
     """Whether instances of `cls` have a `__dict__` (not a class with only `__slots__`)."""
     return isinstance(_owner(cls, "__dict__")[1], types.GetSetDescriptorType)
@@ -293,6 +353,11 @@ def read_attr(tr, obj: ObjectVariable, name: str) -> Variable:
         # Missing: the class's `__getattr__` answers, else the real attribute read raises
         # AttributeError (a handler may catch it).
         hook = _own_getattr(tr, cls)
+        if hook is not None and obj.source is not None and hook is _module_getattr():
+            found = _module_table_entry(obj, name)
+            if found is None:
+                raise Unsupported(f"{cls.__name__} object has no attribute {name!r}")
+            return found
         if hook is not None:
             return tr.call(BoundFunctionVariable(hook, obj), [ConstantVariable(name)], {})
         raise Unsupported(f"{cls.__name__} object has no attribute {name!r}")
@@ -387,10 +452,32 @@ def store_attr(tr, obj: ObjectVariable, name: str, value: Variable) -> None:
     """`obj.name = value` (STORE_ATTR, `setattr`): the class's own `__setattr__` runs
     (inlined), else object's (`write_attr`)."""
     hook = _own_hook(tr, obj.cls, "__setattr__")
-    if hook is None:
+    if hook is not None and obj.source is not None and hook is _module_class().__setattr__:
+        _write_layer_attr(tr, obj, name, value)
+    elif hook is None:
         write_attr(tr, obj, name, value)
     else:
         tr.call(BoundFunctionVariable(hook, obj), [ConstantVariable(name), value], {})
+
+
+def _write_layer_attr(tr, obj: ObjectVariable, name: str, value: Variable) -> None:
+    """`layer.name = value` of a module from outside followed by its attributes (a counter
+    `self.calls += 1`): what `Module.__setattr__` does for a plain value that names no
+    parameter, buffer or child (their tables' keys are guarded), object's assignment,
+    replayed on the real module after the graph. (Its Python reads `self.__dict__`, which
+    such an object does not give.) Tensors and modules, which it may register, break."""
+    if not isinstance(value, ConstantVariable) or \
+            isinstance(value.value, (_module_class(), _tensor_class())) or \
+            _module_table_entry(obj, name) is not None:
+        raise Unsupported(f"assignment to {obj.cls.__name__}.{name} that Module.__setattr__ "
+                          "may register")
+    write_attr(tr, obj, name, value)
+
+
+def _tensor_class() -> type:
+    from ..._tensor import Tensor
+
+    return Tensor
 
 
 def remove_attr(tr, obj: ObjectVariable, name: str) -> None:
@@ -476,7 +563,8 @@ def follow_outside(builder, value, source: str,
     it, and distinct objects to stay distinct (a write through one must show through the
     other only when eager's would)."""
     cls = type(value)
-    if not constructible(cls, truth_ok) or _mapping_base(cls) is not None or (
+    if not constructible(cls, truth_ok, layer=is_layer_class(cls) and value in _MADE_LAYERS) or \
+            _mapping_base(cls) is not None or (
             any("__slots__" in vars(k) for k in cls.__mro__) and
             _owner(cls, "__getattr__")[1] is not _MISSING):  # (a slot's guard is `hasattr`)
         return None
@@ -577,9 +665,49 @@ def call_object(tr, obj: ObjectVariable, args: list, kwargs: dict) -> Variable:
     """`obj(*args)`: its class's `__call__`, inlined."""
     _, raw = _owner(obj.cls, "__call__")
     _guard_class_attr(tr, obj.cls, "__call__", raw)
+    if is_layer_class(obj.cls) and raw is _plain_module_call():
+        return _call_layer(tr, obj, args, kwargs)
     if not isinstance(raw, types.FunctionType):
         raise Unsupported(f"calling a {obj.cls.__name__} object")
     return _call_slot(tr, raw, obj, args, kwargs, "__call__")
+
+
+# The tables `Module.__call__` reads: while all are empty it calls `forward` alone.
+_LAYER_HOOK_TABLES = ("_forward_pre_hooks", "_forward_hooks", "_backward_hooks",
+                      "_backward_pre_hooks")
+
+
+def _plain_module_call():
+    """`Module.__call__` while no global module hook exists (they swap in another)."""
+    return _module_class()._call_plain
+
+
+def _call_layer(tr, obj: ObjectVariable, args: list, kwargs: dict) -> Variable:
+    """`layer(*args)` of a module made in the frame: what `Module.__call__` runs while the
+    module has no hooks, its `forward` (an instance attribute shadows the class's), inlined
+    directly. (`__call__`'s own `try` only rewords a failing forward's error, which the real
+    call gives at the break a failing forward is; translated, it would make every in-place
+    op after it a break.)"""
+    guards = tr.builder.guards
+    if obj.source is not None:  # made before a break (`follow_outside`): the real tables
+        real = next(r for v, r in tr.builder.followed if v is obj)
+        d = real.__dict__
+        forward = _owner(obj.cls, "forward")[1]
+        if any(d.get(t) for t in _LAYER_HOOK_TABLES) or "forward" in d or \
+                not isinstance(forward, types.FunctionType):
+            raise Unsupported(f"calling a {obj.cls.__name__} with hooks or its own forward")
+        from .guards import _module_call_is
+
+        guards.add(f"{guards.ref(_module_call_is, 'module_call_is')}({obj.source}, "
+                   f"{guards.ref(forward)}, True)")
+    else:
+        for table in _LAYER_HOOK_TABLES:
+            hooks = obj.items.get(table)
+            if not isinstance(hooks, DictVariable) or hooks.items:
+                raise Unsupported(f"calling a {obj.cls.__name__} made in the graph that has "
+                                  "hooks")
+    guards.add("___no_global_module_hooks()")
+    return tr.call(read_attr(tr, obj, "forward"), args, kwargs)
 
 
 def get_item(tr, obj: ObjectVariable, index: Variable) -> Variable:
@@ -725,11 +853,23 @@ def truth(obj: ObjectVariable) -> bool:
     return True if obj.mapping is None else bool(obj.mapping.items)
 
 
-def keys(obj: ObjectVariable) -> list:
-    """What iterating `obj` yields (a dict subclass: its keys)."""
-    if obj.mapping is None:
+def keys(tr, obj: ObjectVariable) -> list:
+    """What iterating `obj` yields: a dict subclass's keys, or what the iterator its
+    class's Python `__iter__` returns yields (a container layer's `iter(self._modules.
+    values())`, inlined)."""
+    if obj.mapping is not None:
+        return [ConstantVariable(k) for k in obj.mapping.items]
+    _, raw = _owner(obj.cls, "__iter__")
+    _guard_class_attr(tr, obj.cls, "__iter__", raw)
+    if not isinstance(raw, types.FunctionType):
         raise Unsupported(f"iterating a {obj.cls.__name__} object made in the graph")
-    return [ConstantVariable(k) for k in obj.mapping.items]
+    from .calls import inline
+    from .variables import IteratorVariable, LazyIteratorVariable
+
+    it = inline(tr, raw, [obj], {})
+    if not isinstance(it, (IteratorVariable, LazyIteratorVariable)):
+        raise Unsupported(f"{obj.cls.__name__}.__iter__ returned no iterator")
+    return tr.unpack(it)
 
 
 def call_object_slot(tr, f, args: list, kwargs: dict) -> Variable | None:
@@ -757,6 +897,22 @@ def call_object_slot(tr, f, args: list, kwargs: dict) -> Variable | None:
     raise Unsupported(f"object.{f.__name__} with {len(rest)} arguments")
 
 
+def length(tr, obj: ObjectVariable) -> Variable:
+    """`len(obj)` through its class's Python `__len__` (a container layer's), inlined;
+    a break where it has none or answers other than a plain count (the builtin raises)."""
+    _, raw = _owner(obj.cls, "__len__")
+    _guard_class_attr(tr, obj.cls, "__len__", raw)
+    if not isinstance(raw, types.FunctionType):
+        raise Unsupported(f"len() of a {obj.cls.__name__} object")
+    from .calls import inline
+
+    result = inline(tr, raw, [obj], {})
+    if not (isinstance(result, ConstantVariable) and type(result.value) is int and
+            result.value >= 0):
+        raise Unsupported(f"{obj.cls.__name__}.__len__ gave no count")
+    return result
+
+
 def has_attr(tr, obj: ObjectVariable, name: str) -> bool:
     """`hasattr(obj, name)` (an instance attribute, or the class's, guarded)."""
     if name in ("__class__", "__dict__"):
@@ -769,10 +925,36 @@ def has_attr(tr, obj: ObjectVariable, name: str) -> bool:
         raise Unsupported(f"hasattr() of the descriptor {obj.cls.__name__}.{name}")
     else:
         found = name in obj.items or raw is not _MISSING
-    if not found and _own_getattr(tr, obj.cls) is not None:
-        raise Unsupported(f"hasattr() of a missing attribute of a {obj.cls.__name__} with "
-                          "__getattr__")
+    hook = None if found else _own_getattr(tr, obj.cls)
+    if hook is not None and obj.source is not None and hook is _module_getattr():
+        return _module_table_entry(obj, name) is not None
+    if hook is not None:
+        # As the builtin: the class's `__getattr__` answers (inlined, its effects kept as
+        # eager keeps them); only an AttributeError it raises means False.
+        from .exceptions import Raised
+
+        try:
+            tr.call(BoundFunctionVariable(hook, obj), [ConstantVariable(name)], {})
+        except Raised as r:
+            if isinstance(r.exc.value, AttributeError):
+                return False
+            raise
+        return True
     return found
+
+
+# Modules made by the program in compiled code (rebuilt after a graph, or made for real at a
+# break): a frame holding one after a break follows it by its type and attributes, as an
+# object of a plain class, since it is new on every call (an identity guard recompiled
+# every call). Any instance of the class passes the same guards: what the graph reads of
+# it is read through its source and guarded.
+_MADE_LAYERS: weakref.WeakSet = weakref.WeakSet()
+
+
+def note_made_layer(value) -> None:
+    """Remember `value`, a module the program just made, if it is one (see `_MADE_LAYERS`)."""
+    if is_layer_class(type(value)):
+        _MADE_LAYERS.add(value)
 
 
 def rebuild(cls: type, attrs: dict, items: dict | None = None):
@@ -791,6 +973,7 @@ def rebuild(cls: type, attrs: dict, items: dict | None = None):
             raw.__set__(made, value)
         else:
             made.__dict__[key] = value
+    note_made_layer(made)
     return made
 
 

@@ -12,6 +12,7 @@ frame returned. `FUSEGRAD_LOGS=segment_code` prints each one.
 
 from __future__ import annotations
 
+import collections
 import functools
 import math
 import types
@@ -106,10 +107,13 @@ def spec_code(spec, consts: dict) -> str:
                   f"format({p[1] or ''}({spec_code(p[0], consts)}), {p[2]!r})"
                   for p in spec[1]]
         return f"({' + '.join(pieces) or repr('')})"
-    if kind == "dict":
+    if kind in ("dict", "odict"):
         items = ", ".join(f"{_key_code(k, consts)}: {spec_code(s, consts)}"
                           for k, s in spec[1].items())
-        return "{" + items + "}"
+        if kind == "dict":
+            return "{" + items + "}"
+        consts["___odict"] = collections.OrderedDict
+        return "___odict({" + items + "})"
     if kind == "method":
         return f"{spec_code(spec[1], consts)}.{spec[2]}"
     if kind == "set_replay":

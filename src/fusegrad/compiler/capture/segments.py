@@ -63,6 +63,7 @@ from .variables import (
     NestedFunctionVariable,
     NullVariable,
     ObjectVariable,
+    OrderedDictVariable,
     OutsideIteratorVariable,
     OutsideListVariable,
     PartialVariable,
@@ -740,6 +741,8 @@ def _spec_value(v, outputs: _Outputs):
         return ("named", v.cls, [_spec(i, outputs) for i in v.items])
     if isinstance(v, TupleVariable):
         return ("tuple", [_spec(i, outputs) for i in v.items])
+    if isinstance(v, OrderedDictVariable):
+        return ("odict", {k: _spec(i, outputs) for k, i in v.items.items()})
     if isinstance(v, DictVariable):
         return ("dict", {k: _spec(i, outputs) for k, i in v.items.items()})
     if isinstance(v, SliceVariable):

@@ -631,7 +631,8 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
                 hasattr(obj.cls, name) and \
                 name not in vars(tuple):
             return self._namedtuple_attr(obj, name)
-        if isinstance(obj, (TupleVariable, DictVariable)):
+        if isinstance(obj, (TupleVariable, DictVariable)) or \
+                isinstance(obj, SetVariable) and name in ("add", "discard"):
             return MethodVariable(obj, name)
         if isinstance(obj, PartialVariable) and name in ("func", "args"):
             # (not `keywords`: the real partial's dict, which a copy here would not be)
@@ -1411,7 +1412,7 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
         if isinstance(v, TupleVariable):
             return tuple(self.as_python(i) for i in v.items)
         if isinstance(v, DictVariable):
-            return {k: self.as_python(i) for k, i in v.items.items()}
+            return v.python_type()((k, self.as_python(i)) for k, i in v.items.items())
         if isinstance(v, SliceVariable):
             return slice(self.as_python(v.start), self.as_python(v.stop),
                          self.as_python(v.step))

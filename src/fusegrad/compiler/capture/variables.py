@@ -10,6 +10,7 @@ for guards and to fetch graph inputs at run time.
 
 from __future__ import annotations
 
+import collections
 import sys
 
 
@@ -224,6 +225,17 @@ class DictVariable(Variable):
         return dict
 
 
+class OrderedDictVariable(DictVariable):
+    """An `OrderedDict()` made during translation (a new layer's hook tables): a dict
+    variable that is rebuilt, and evaluated, as an OrderedDict. Its order-specific methods
+    (`move_to_end`, `popitem`) are not followed (a break)."""
+
+    __slots__ = ()
+
+    def python_type(self) -> type:
+        return collections.OrderedDict
+
+
 class ItemKey:
     """The name of a recorded store that assigns an item (`d[key] = v` of a dict from
     outside the graph) rather than an attribute (see `GraphBuilder.stores`)."""
@@ -277,7 +289,8 @@ class SetVariable(Variable):
     def __init__(self, items: dict | None = None):
         super().__init__(None)
         self.items = dict(items or {})
-        # What filled the set, in order ("add", key) / ("update", a real set): a real set
+        # What filled the set, in order ("add", key) / ("discard", key) / ("update", a real
+        # set): a real set
         # filled the same way has the same layout, so it iterates in the order the
         # program's set does (by hash and history, not insertion order; a copy may not).
         self.history: list = [("add", key) for key in self.items]
@@ -296,6 +309,8 @@ def replay_set(history) -> set:
     for op, value in history:
         if op == "add":
             out.add(value)
+        elif op == "discard":
+            out.discard(value)
         else:
             out.update(value)
     return out
