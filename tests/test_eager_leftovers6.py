@@ -84,16 +84,10 @@ WRITTEN = {
 }
 
 
-# PyTorch's LAPACK-backed functions resize an empty `out` column-major (strides (1, 3)),
-# fusegrad's resize makes every `out` row-major: values and shapes match, strides do not
-# (the same for linalg.inv, linalg.qr, linalg.solve, ... in `test_out_argument.py`).
-_COLUMN_MAJOR_RESIZE = pytest.mark.xfail(strict=True, reason="a resized out of a LAPACK "
-                                         "function is row-major here, column-major in torch")
-
-
+# (PyTorch's LAPACK-backed functions resize an empty `out` column-major, strides (1, 3):
+# orgqr's "empty" case; the others are in `test_eager_leftovers7.py`.)
 @pytest.mark.parametrize("name, layout", [
-    pytest.param(n, lay, marks=_COLUMN_MAJOR_RESIZE) if (n, lay) == ("orgqr.tall", "empty")
-    else (n, lay) for n in sorted(WRITTEN) for lay in ("empty", "transposed")])
+    (n, lay) for n in sorted(WRITTEN) for lay in ("empty", "transposed")])
 def test_out_written_as_torch_writes_it(name, layout):
     got = []
     for T in LIBS:
@@ -458,8 +452,6 @@ def test_foreach_saved_result_changed_in_place_names_the_foreach_node():
         _foreach_backward(torch, "_foreach_exp", "unary", "r", "mul")
 
 
-@pytest.mark.xfail(strict=True, reason="_foreach_maximum/minimum with a number runs clamp_min/"
-                   "clamp_max per tensor, whose gradient at a tie is whole; PyTorch's splits it")
 def test_foreach_maximum_with_a_number_splits_the_gradient_at_a_tie():
     grads = []
     for T in LIBS:

@@ -278,24 +278,21 @@ def test_alpha(op, form):
 def test_binary_gradients(op, form):
     """Gradients reach every tensor (and the shared 0-dim tensor, for mul and div), out of
     place and through the in-place nodes, whose names are PyTorch's (AddBackward1 for a
-    number, ...), except maximum_/minimum_ with tensors, which copy the result in."""
+    number, MaximumBackward0 for maximum_ with tensors, ...)."""
     data = arrays(np.float64, 0.2, 2.0)
     other = second(form, np.float64)
     # (for one tensor requiring grad for all, PyTorch's backward fails: its loop is compared)
     reference = per_tensor(op) if form == "tensor" and op in HAS_TENSOR else None
     compare(call(f"_foreach_{op}"), data, other, grad=True, torch_fn=reference)
     if op in ("maximum", "minimum") and form != "list":
-        # PyTorch's in-place forms with numbers have no derivative (NotImplemented nodes):
-        # compared without grad; fusegrad's record clamp_min_/clamp_max_ per tensor.
+        # PyTorch's in-place forms with numbers have no derivative (NotImplemented nodes,
+        # raising in backward: tests/test_eager_leftovers7.py): compared without grad.
         compare(call(f"_foreach_{op}_"), data, other, prepare=copies)
         return
     reference = per_tensor(op, inplace=True) if reference else None
     out = compare(call(f"_foreach_{op}_"), data, other, grad=True, prepare=copies,
                   torch_fn=reference)
     if out is None or reference:
-        return
-    if op in ("maximum", "minimum"):
-        assert [type(f.grad_fn).__name__ for f in out[0]] == ["CopyBackwards"] * 3
         return
     for f, t in zip(*out):
         assert type(f.grad_fn).__name__ == type(t.grad_fn).__name__

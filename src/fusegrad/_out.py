@@ -82,8 +82,10 @@ def _dtype_names(d) -> dict:
             "T": d.tensor_type_name}
 
 
-def _check_dtype(rule, name: str, result: Tensor, out: Tensor) -> None:
-    """Raise the function's error when `out`'s dtype breaks `rule` for `result`."""
+def _check_dtype(rule, name: str, result: Tensor, out: Tensor, args: tuple = (),
+                 kwargs: dict | None = None) -> None:
+    """Raise the function's error when `out`'s dtype breaks `rule` for `result` (a message
+    may name the dtype of the first tensor argument, `{I}`)."""
     tests = rule if rule.__class__ is tuple and rule[0].__class__ is tuple else (rule,)
     have, want = out.dtype, result.dtype
     for kind, message in tests:
@@ -100,7 +102,10 @@ def _check_dtype(rule, name: str, result: Tensor, out: Tensor) -> None:
         if ok:
             continue
         o, r = _dtype_names(have), _dtype_names(want)
+        given = (*args, *(kwargs or {}).values())
+        first = next((a for a in given if isinstance(a, Tensor)), None)
         text = message.format(O=o["S"], R=r["S"], o=o["C"], r=r["C"], tO=o["T"], tR=r["T"],
+                              I=first.dtype.legacy if first is not None else "",
                               name=name.rpartition(".")[2],
                               int32=want is _dtype.int32)
         kind_of_error, _, rest = text.partition(":")
@@ -112,19 +117,35 @@ def _check_dtype(rule, name: str, result: Tensor, out: Tensor) -> None:
 _FAKE_MODULE = __name__.rpartition(".")[0] + "._fake"
 
 
-def _resize(out: Tensor, shape: tuple, warn: str | None) -> None:
+def _column_major_strides(shape: tuple) -> tuple:
+    """The strides of a tensor of `shape` whose matrices (two last dimensions) are stored
+    column by column, the batch dimensions outermost (LAPACK's layout)."""
+    swapped = (*shape[:-2], shape[-1], shape[-2])
+    strides, step = [0] * len(shape), 1
+    for i in range(len(shape) - 1, -1, -1):
+        strides[i] = step
+        step *= max(swapped[i], 1)
+    strides[-1], strides[-2] = strides[-2], strides[-1]
+    return tuple(strides)
+
+
+def _resize(out: Tensor, shape: tuple, warn: str | None, column_major: bool = False) -> None:
     """Give `out` the result's shape, contiguous, as PyTorch's `resize_output`: silently when
     it is empty, otherwise with the warning `warn` (None: none). A shrinking contiguous `out`
-    keeps its storage (its views still share it), as `resize_` does."""
+    keeps its storage (its views still share it), as `resize_` does. `column_major` (for a
+    result of two dimensions or more) stores each matrix column by column instead, as
+    PyTorch's LAPACK-backed kernels resize their outputs."""
     if warn is not None and out.numel() != 0:
         numel = 1
         for s in shape:
             numel *= s
         warn_at_caller(warn.format(old=list(out.shape), new=list(shape), new_tuple=shape,
                                    old_numel=out.numel(), numel=numel))
+    column_major = column_major and len(shape) >= 2
     fake = sys.modules.get(_FAKE_MODULE)  # (loaded by the first fake or meta tensor made)
     if fake is not None and isinstance(out, fake.FakeTensor):
-        out._take_geometry(fake.FakeTensor._make_fake(shape, out.dtype))
+        strides = _column_major_strides(shape) if column_major else None
+        out._take_geometry(fake.FakeTensor._make_fake(shape, out.dtype, strides))
         return
     if tracing_mode():
         # A mode recording ops (a trace) would miss the resize, which no op performs: its
@@ -136,13 +157,16 @@ def _resize(out: Tensor, shape: tuple, warn: str | None) -> None:
     n = 1
     for s in shape:
         n *= s
+    # (column-major: the transposed matrices laid out row-major, then transposed back)
+    stored = (*shape[:-2], shape[-1], shape[-2]) if column_major else shape
     if n <= old.size and old.flags.c_contiguous:
-        out._data = old.reshape(-1)[:n].reshape(shape)
+        data = old.reshape(-1)[:n].reshape(stored)
     else:
         flat = np.zeros(n, old.dtype)
         k = min(n, old.size)
         flat[:k] = old.reshape(-1)[:k]
-        out._data = flat.reshape(shape)
+        data = flat.reshape(stored)
+    out._data = data.swapaxes(-1, -2) if column_major else data
 
 
 def check_exact_dtype(name: str, result: Tensor, out: Tensor) -> None:
@@ -377,9 +401,9 @@ def write_out(plan: OutPlan, out, args: tuple, kwargs: dict):
     per_output = rule.__class__ is list
     for i, (r, o) in enumerate(zip(results, outs)):
         if isinstance(r, Tensor):
-            _check_dtype(rule[i] if per_output else rule, name, r, o)
+            _check_dtype(rule[i] if per_output else rule, name, r, o, args, kwargs)
 
-    _resize_outs(results, outs, warn, through_autograd)
+    _resize_outs(results, outs, warn, through_autograd, facts.COLUMN_MAJOR_RESIZE.get(name))
     for r, o in zip(results, outs):
         if not isinstance(r, Tensor):
             continue
@@ -397,15 +421,19 @@ def write_out(plan: OutPlan, out, args: tuple, kwargs: dict):
     return out
 
 
-def _resize_outs(results: list, outs: list, warn: str | None, through_autograd: bool) -> None:
+def _resize_outs(results: list, outs: list, warn: str | None, through_autograd: bool,
+                 column_major: dict | None = None) -> None:
     """Resize each out of another shape than its result (`warn`: the deprecation warning for
-    one that had elements, None for none)."""
-    for r, o in zip(results, outs):
+    one that had elements, None for none; `column_major`: the outputs resized column-major,
+    by index, "any" or "empty" as `out_facts.COLUMN_MAJOR_RESIZE` says)."""
+    for i, (r, o) in enumerate(zip(results, outs)):
         if isinstance(r, Tensor) and tuple(o.shape) != tuple(r.shape):
             if through_autograd and o.requires_grad and _local.grad_enabled:
                 raise RuntimeError("a leaf Variable that requires grad is being used in an "
                                    "in-place operation.")
-            _resize(o, tuple(r.shape), warn)
+            when = column_major.get(i) if column_major else None
+            _resize(o, tuple(r.shape), warn,
+                    when == "any" or (when == "empty" and o.numel() == 0))
 
 
 _NOT_IMPLEMENTED: dict = {}  # ATen op name -> the NotImplemented node class of its out=

@@ -1,5 +1,6 @@
 """How PyTorch's CPU ops turn a generator's 32/64-bit words into values, reproduced bit for bit
-with vectorised NumPy (the sequential shuffles and the tiny normal path loop in Python).
+with vectorised NumPy (the tiny normal path loops in Python; the float32 uniform and normal
+draws run in C, `ops/native/random.c`, where a compiler is at hand: the same bits).
 
 - uniform: float64 uses a 64-bit word's low 53 bits times 2**-53, float32 (and float16 and
   bfloat16, which compute in float32) a 32-bit word's low 24 bits times 2**-24; then
@@ -12,7 +13,8 @@ with vectorised NumPy (the sequential shuffles and the tiny normal path loop in 
 - normal otherwise (fewer than 16 elements, or not contiguous): one double Box-Muller pair
   per two values, the spare cached in the generator across calls.
 - integers: `word % range + low`, with 64-bit words once the range reaches 2**28.
-- randperm: a Fisher-Yates shuffle with `word % (n - i)`.
+- randperm: a Fisher-Yates shuffle with `word % (n - i)`, its swaps resolved without a loop
+  over them (`_swapped_in_turn`).
 - bernoulli and the other distributions: one double (or float) uniform per element.
 """
 
@@ -35,6 +37,25 @@ def _gen(generator) -> Generator:
     return generator_or_default(generator)
 
 
+# The C kernels of the float32 draws (`ops/native/random.c`, the same bits in one pass):
+# `ops.random` registers the native layer's `function` at import (`use_native_kernels`:
+# this module sits below it). None, or a None answer (no C compiler, kernels off): the NumPy
+# path runs.
+_native_function = None
+
+
+def use_native_kernels(find) -> None:
+    """Register `find(family, name, argument codes)`, the native layer's lookup of a C
+    function (None where there is none), for the float32 draws."""
+    global _native_function
+    _native_function = find
+
+
+def _kernel(name: str, args: str):
+    find = _native_function
+    return None if find is None else find("random", name, args)
+
+
 def unit_float(gen: Generator, n: int) -> np.ndarray:
     """`n` float32 uniforms in [0, 1) from 32-bit words."""
     return (gen._words(n) & _MASK24).astype(_F32) * _F32(2.0 ** -24)
@@ -55,9 +76,17 @@ def uniform(generator, n: int, dtype, low: float = 0.0, high: float = 1.0) -> np
     if _is_double(dtype):
         x = unit_double(gen, n)
         return x if (low, high) == (0.0, 1.0) else _fma64(x, high - low, low)
-    x = unit_float(gen, n)
-    if (low, high) != (0.0, 1.0):  # PyTorch's build fuses x * (to - from) + from
-        x = _fused(_wide(x), _F32(high) - _F32(low), _F32(low))
+    affine = (low, high) != (0.0, 1.0)  # PyTorch's build fuses x * (to - from) + from
+    kernel = _kernel("uniform_f32", "ppiffi") if n else None
+    if kernel is not None:
+        words = gen._words(n)
+        x = np.empty(n, _F32)
+        kernel(words.ctypes.data, x.ctypes.data, n, float(_F32(high) - _F32(low)),
+               float(_F32(low)), int(affine))
+    else:
+        x = unit_float(gen, n)
+        if affine:
+            x = _fused(_wide(x), _F32(high) - _F32(low), _F32(low))
     if np.dtype(dtype) == np.float32:
         return x
     # Narrower floats: a value that rounds up to `high` becomes `low`, as in PyTorch.
@@ -163,6 +192,13 @@ _CHUNK = 4096  # blocks of 16 per pass: fewer calls, temporaries still near the 
 
 
 def _box_muller16_float(u: np.ndarray, mean: float, std: float) -> np.ndarray:
+    kernel = _kernel("box_muller16_f32", "ppiffi") if u.size else None
+    if kernel is not None:
+        u = np.ascontiguousarray(u)
+        out = np.empty(u.size, _F32)
+        kernel(u.ctypes.data, out.ctypes.data, u.size // 16, float(_F32(mean)),
+               float(_F32(std)), int((mean, std) != (0.0, 1.0)))
+        return out
     blocks = u.reshape(-1, 16)
     out = np.empty_like(blocks)
     std32, mean32 = _F32(std), _F32(mean)
@@ -471,6 +507,52 @@ def random_bits(generator, n: int, dtype) -> np.ndarray:
     return (gen._words(n) % np.uint64(int(np.iinfo(dt).max) + 1)).astype(np.int64)
 
 
+def _swapped_in_turn(js: np.ndarray, n: int) -> np.ndarray:
+    """range(n) after swapping positions i and js[i] (js[i] >= i) for i = 0, 1, ..., n - 2
+    in turn, without a Python loop over the swaps.
+
+    Position i is final after step i: it takes what position js[i] holds then. That is the
+    element the last earlier step aimed at js[i] displaced (or js[i] itself, if none did);
+    and the element step t displaces, from position t, is in turn the one the last earlier
+    step aimed at t displaced (or t). Those "last earlier step aimed at the same place"
+    links come from one sort of (target, step) pairs; following them to their ends (the
+    elements never displaced before) takes a few rounds of pointer jumping."""
+    steps = n - 1
+    if steps < 512:  # a few swaps: the loop itself costs less than the passes below
+        perm = list(range(n))
+        for i, j in enumerate(js.tolist()):
+            perm[i], perm[j] = perm[j], perm[i]
+        return np.array(perm, dtype=np.int64)
+    s = np.arange(steps, dtype=np.int64)
+    # (target, step) pairs sorted: grouped by target, each group in step order (packed in
+    # one int64 each where they fit, one sort of plain integers)
+    if n < 1 << 31:
+        keys = np.sort((js << 32) | s)
+        order, targets = keys & 0xFFFFFFFF, keys >> 32
+    else:
+        order = np.lexsort((s, js))
+        targets = js[order]
+    same = targets[1:] == targets[:-1]
+    before = np.full(steps, -1, np.int64)  # the last earlier step aimed at js[i]
+    before[order[1:][same]] = order[:-1][same]
+    ends = np.ones(steps, bool)
+    ends[:-1] = ~same
+    last = np.full(n, -1, np.int64)  # the last step aimed at each position
+    last[targets[ends]] = order[ends]
+    # the last step before t aimed at t: at a self-swap (js[t] == t) the one before it
+    link = np.where(js == s, before, last[:steps])
+    source = np.where(link < 0, s, link)  # the element step t displaces, once resolved
+    while True:
+        further = source[source]
+        if np.array_equal(further, source):
+            break
+        source = further
+    perm = np.empty(n, np.int64)
+    perm[:steps] = np.where(before >= 0, source[np.maximum(before, 0)], js)
+    perm[steps] = source[last[steps]] if last[steps] >= 0 else steps
+    return perm
+
+
 def randperm(generator, n: int) -> np.ndarray:
     """PyTorch's CPU permutation of range(n): Fisher-Yates, word % (n - i) for position i."""
     if generator is not None and _random.bad_generator(generator):
@@ -478,15 +560,14 @@ def randperm(generator, n: int) -> np.ndarray:
         raise _random.invalid_generator_combination(
             "randperm", (n,), {"generator": generator}, _random.RANDPERM_SIGNATURES)
     gen = _gen(generator)
-    perm = list(range(n))
     if n < (1 << 32) // 20:
-        if n > 1:
-            swaps = gen._words(n - 1) % np.arange(n, 1, -1, dtype=np.uint64)
-            swaps += np.arange(n - 1, dtype=np.uint64)  # the position swapped with i
-            for i, j in enumerate(swaps.tolist()):
-                perm[i], perm[j] = perm[j], perm[i]
-        return np.array(perm, dtype=np.int64)
+        if n <= 1:
+            return np.arange(n, dtype=np.int64)
+        swaps = gen._words(n - 1) % np.arange(n, 1, -1, dtype=np.uint64)
+        swaps += np.arange(n - 1, dtype=np.uint64)  # the position swapped with i
+        return _swapped_in_turn(swaps.astype(np.int64), n)
     # Long permutations: the inside-out shuffle with 64-bit words.
+    perm = list(range(n))
     picks = (gen._words64(n) % np.arange(1, n + 1, dtype=np.uint64)).tolist()
     for i, z in enumerate(picks):
         perm[i] = perm[z]

@@ -156,17 +156,27 @@ def vander(x: Tensor, N: int | None = None, increasing: bool = False) -> Tensor:
 
 def mvlgamma(input: Tensor, p: int, *, out=None) -> Tensor:
     """The multivariate log-gamma of dimension `p`, elementwise."""
+    if input.dtype is _dtype.bool_:
+        raise RuntimeError("The input tensor may not be a boolean tensor.")
     if p < 1:
         raise RuntimeError("p has to be greater than or equal to 1")
-    if not input.is_floating_point():
-        input = input.to(_dtype.get_default_dtype())
-    steps = _creation.arange(p, dtype=input.dtype) / 2
-    return (input.unsqueeze(-1) - steps).lgamma().sum(-1) + p * (p - 1) / 4 * math.log(math.pi)
+    integral = not (input.dtype.is_floating_point or input.dtype.is_complex)
+    dt = _dtype.get_default_dtype() if integral else input.dtype
+    # PyTorch's formula, in its order (the float sums round alike): the offsets
+    # -(p-1)/2, ..., 0 in the result's dtype (a complex one has no `arange`, as there), plus
+    # the input, their lgammas summed, plus p(p-1)/4 log(pi) computed in double.
+    offsets = _creation.arange(-p * 0.5 + 0.5, 0.5, 0.5, dtype=dt, device=input.device)
+    return (offsets + input.unsqueeze(-1)).lgamma().sum(-1) + float(p * (p - 1)) * \
+        math.log(math.pi) * 0.25
 
 
 def _mvlgamma_(self: Tensor, p: int) -> Tensor:
     """In-place multivariate log-gamma."""
-    return self.copy_(mvlgamma(self, p))
+    result = mvlgamma(self, p)
+    if not _dtype.can_cast(result.dtype, self.dtype):
+        raise RuntimeError(f"mvlgamma: result type {self.dtype.legacy} can't be cast to "
+                           f"the desired output type {result.dtype.legacy}")
+    return self.copy_(result)
 
 
 def frobenius_norm(input: Tensor, dim, keepdim: bool = False, *, out=None) -> Tensor:

@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .. import _dtype
+from .._creation import full
 from .._dispatch import check_inplace_allowed, handle_function
 from .._tensor import Tensor
 from .._torch_function_wrappers import _wrap_function
@@ -31,6 +32,8 @@ from ..autograd.grad_mode import is_grad_enabled
 from ..autograd.graph import _modified_message
 from ..ops import foreach as table
 from ..ops.overloads import aten
+from .pointwise import maximum as _maximum
+from .pointwise import minimum as _minimum
 from .pointwise import pow as _pow
 from .reduction import _vector_norm
 
@@ -434,25 +437,37 @@ def _target(name: str) -> str | Callable:
 
 
 def _written(op: str, t: Tensor, other: Tensor, kwargs: dict | None) -> list:
-    """The steps writing `op(t, other)` into `t`: the in-place Tensor method, or for maximum
-    and minimum (which have none) the out-of-place result copied in."""
+    """The step writing `op(t, other)` into `t`: the in-place Tensor method, or for maximum
+    and minimum (which have none) the registry's in-place form PyTorch's loop records."""
     inplace = f"{op}_"
     if hasattr(Tensor, inplace):
         return [Step(inplace, (t, other), kwargs, kept=False)]
-    result = _dtype.result_type(t, other)
-    if not _dtype.can_cast(result, t.dtype):
-        raise RuntimeError(f"result type {result.legacy} can't be cast to the desired "
-                           f"output type {t.dtype.legacy}")
-    steps = []
-    source: Any = t
-    if is_grad_enabled() and (t.requires_grad or other.requires_grad):
-        # Computed from a copy when recorded: the op saves its input for backward, which the
-        # write would otherwise change under it.
-        steps.append(Step("clone", (t,), kept=False))
-        source = PREVIOUS
-    steps.append(Step(op, (source, other), kept=False, chained=source is PREVIOUS))
-    steps.append(Step("copy_", (t, PREVIOUS), kept=False, chained=True))
-    return steps
+    return [Step(_target(_IN_PLACE_FORMS[op]), (t, other), kwargs, kept=False)]
+
+
+# The registry's in-place forms of the binary ops without a Tensor method of their own.
+_IN_PLACE_FORMS = {"maximum": "_foreach_maximum_.List", "minimum": "_foreach_minimum_.List"}
+
+
+def _bounded(extreme: Callable, clamp: str) -> Callable:
+    """`_foreach_maximum`'s (or minimum's) per-tensor call with a number: clamp_min's (or
+    clamp_max's) values; recorded for a floating tensor as the binary op against the number
+    in the tensor's dtype, whose derivative halves the gradient at a tie, as PyTorch's
+    foreach formula does (clamp's passes all of it to the tensor)."""
+
+    def call_with_number(t: Tensor, number) -> Tensor:
+        if is_grad_enabled() and t.requires_grad and t.dtype.is_floating_point:
+            # The number converted to the tensor's dtype first, as PyTorch compares them
+            # (with the clamp's overflow error for a number beyond a half type's range).
+            return extreme(t, full((), number, dtype=t.dtype))
+        return getattr(t, clamp)(number)
+
+    call_with_number.__name__ = call_with_number.__qualname__ = f"{extreme.__name__}_number"
+    return call_with_number
+
+
+_WITH_NUMBER: dict[str, Callable] = {
+    "maximum": _bounded(_maximum, "clamp_min"), "minimum": _bounded(_minimum, "clamp_max")}
 
 
 def _plan_unary(op: str, inplace: bool) -> Callable:
@@ -472,7 +487,7 @@ def _plan_binary(op: str, inplace: bool) -> Callable:
     """add, sub, mul, div, clamp_min, clamp_max, maximum, minimum and pow: a number, one per
     tensor, one 0-dim tensor for all, or one tensor per tensor."""
     spelled = f"{op}_" if inplace else op
-    with_number = _target(table.SCALAR_OP.get(spelled, spelled))
+    with_number = _WITH_NUMBER.get(spelled) or _target(table.SCALAR_OP.get(spelled, spelled))
 
     def plan(bound: dict, params) -> Plan:
         if params[0].kind == "Number":  # _foreach_pow(2.0, exponents)

@@ -17,12 +17,13 @@ from .. import _dtype
 from .._dispatch import call, call2
 from .._scalar_conversion import wrapped_int
 from .._tensor import Tensor
+from .._type_names import python_type_name
 from ..ops import REGISTRY
 from ..ops import indexing as X
 from ..ops import pointwise as P
 from ..ops import reduction as R
 from ..ops import shape as S
-from ..ops.spellings import INPLACE_FUNCTIONS, METHODS
+from ..ops.spellings import INPLACE_FUNCTIONS, METHODS, OPERAND_NAMES
 from ._args import method_copy, method_form, required_dim
 from .comparison import unique
 from .indexing import index_put_indices, scatter_with_reduce
@@ -53,6 +54,32 @@ def _inplace_args(op):
 
     fn.__name__ = fn.__qualname__ = name.split(".")[0]
     fn.__doc__ = f"In-place {fn.__name__.rstrip('_')}."
+    return fn
+
+
+def _tensors_inplace(op, public: str):
+    """In-place method `public` of an op whose operand must be a tensor (`x.hypot_(y)`):
+    anything else is PyTorch's parser's refusal, naming the method and the parameter
+    (`other`, or as `spellings.OPERAND_NAMES` says)."""
+    # Found by name when called: its module may run on first use (`ops/deferred.py`).
+    name = op if op.__class__ is str else op.name
+    second = OPERAND_NAMES.get(public, "other")
+
+    def fn(self, other):
+        if not isinstance(other, Tensor):
+            raise TypeError(f"{public}(): argument '{second}' (position 1) must be Tensor, "
+                            f"not {python_type_name(other)}")
+        return call(REGISTRY[name], self, other)
+
+    if second == "values":  # (the parameter's own name, which keywords and the protocol see)
+        def fn(self, values):  # noqa: F811
+            if not isinstance(values, Tensor):
+                raise TypeError(f"{public}(): argument 'values' (position 1) must be Tensor, "
+                                f"not {python_type_name(values)}")
+            return call(REGISTRY[name], self, values)
+
+    fn.__name__ = fn.__qualname__ = public
+    fn.__doc__ = f"In-place {public.rstrip('_')}."
     return fn
 
 
@@ -372,6 +399,8 @@ def attach(functions: dict) -> None:
             value = forwarding_method(name, what[0])
         elif form == "property":
             value = property(resolve(what[0]), doc=f"`{name}`, as PyTorch reports it.")
+        elif form == "tensors_inplace":  # (its messages name the method as spelled)
+            value = _tensors_inplace(what[0], name)
         else:  # an op not registered yet is a deferred module's (`ops/deferred.py`): named
             value = _MAKERS[form](*(dict.get(REGISTRY, op) or op for op in what))
         setattr(Tensor, name, method_form(value))

@@ -182,10 +182,18 @@ def narrow(input, dim, start, length):
             raise RuntimeError("start must be an 0-dim integral Tensor.")
         start = int(start.item())
     dim, length = _args.index(dim), _args.index(length)
+    # PyTorch's checks, in its order
+    if input.ndim == 0:
+        raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
+    if length < 0:
+        raise RuntimeError("narrow(): length must be non-negative.")
     size = input.shape[wrap_dim(dim, input.ndim)]
+    if not -size <= start <= size:
+        raise IndexError(f"start out of range (expected to be in range of [{-size}, {size}], "
+                         f"but got {start})")
     if start < 0:
         start += size
-    if not 0 <= start <= size or length < 0 or start + length > size:
+    if start + length > size:
         raise RuntimeError(
             f"start ({start}) + length ({length}) exceeds dimension size ({size}).")
     return call(S.slice_, input, dim, start, start + length, 1)

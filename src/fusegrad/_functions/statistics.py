@@ -123,7 +123,7 @@ def _quantile(input, q, dim, keepdim, interpolation, ignore_nan):
         raise RuntimeError(f"{name} q must be a scalar or 1D tensor")
     if input.dtype not in (_dtype.float32, _dtype.float64):
         raise RuntimeError(f"{name} input tensor must be either float or double dtype")
-    qs = None  # a scalar q is made in the input's dtype below, as PyTorch makes it a tensor
+    number_q = scalar_q  # made in the input's dtype below, as PyTorch makes it a tensor
     if not scalar_q:
         if q.dtype is not input.dtype:
             raise RuntimeError(f"{name} q tensor must be same dtype as the input tensor")
@@ -155,73 +155,47 @@ def _quantile(input, q, dim, keepdim, interpolation, ignore_nan):
                 del kept[d]
     n = srt.shape[-1]
     srt = view(srt, tuple(kept) + (n,))
-    data = srt._data
-    if data is None:  # a meta input: the same steps on ranks without values
-        lo = _meta_quantile(srt, q, kept, scalar_q, interpolation)
-        if scalar_q:
-            return lo.squeeze_(-1)
-        return lo.unsqueeze_(0).transpose_(0, -1).squeeze_(-1)
-    nan = np.isnan(data)
-    # The ranks in the input's dtype (q's), as PyTorch computes them: in float32, 0.1 * 10 is
-    # exactly 1, so `higher` picks index 1 where a float64 rank (1.0000000149) picks 2.
-    rank_np = srt.dtype.np
-    if qs is None:
-        qs = np.array([q], dtype=rank_np)
+    # The ranks are found by tensor ops (no values read here): a meta input takes the same
+    # steps, and a traced quantile records them instead of baking one input's ranks into
+    # the graph (or giving up where its tensors have no values). They are in the
+    # input's dtype (q's), as PyTorch computes them: in float32, 0.1 * 10 is exactly 1, so
+    # `higher` picks index 1 where a float64 rank (1.0000000149) picks 2.
+    dt = srt.dtype
+    nan_rows = srt.isnan().any(-1, keepdim=True)
+    qv = srt.new_full((1,), q) if number_q else q.detach().reshape(-1)
     if ignore_nan:
-        valid = (~nan).sum(-1, keepdims=True)
-        ranks = np.maximum(qs * (valid - 1).astype(rank_np), rank_np.type(0))
+        valid = srt.isnan().logical_not().sum(-1, keepdim=True)
+        ranks = (qv * (valid - 1).to(dt)).clamp_min(0)
     else:  # rows holding a NaN take the last (NaN) value
-        ranks = qs * rank_np.type(n - 1) + np.zeros(data.shape[:-1] + (1,), rank_np)
-        ranks = np.where(nan.any(-1, keepdims=True), rank_np.type(n - 1), ranks)
+        ranks = (qv * (n - 1)).expand(tuple(kept) + (qv.numel(),))
+        ranks = ranks.masked_fill(nan_rows, float(n - 1))
     if interpolation == "lower":
-        ranks = np.floor(ranks)
+        ranks = ranks.floor()
     elif interpolation == "higher":
-        ranks = np.ceil(ranks)
+        ranks = ranks.ceil()
     elif interpolation == "nearest":
-        ranks = np.round(ranks)  # half to even, as PyTorch rounds
-    below = np.floor(ranks).astype(np.int64)
-    lo = srt.gather(-1, tensor(below))
+        ranks = ranks.round()  # half to even, as PyTorch rounds
+    below = ranks.floor()
+    lo = srt.gather(-1, below.long())
     if interpolation in ("linear", "midpoint"):
-        hi = srt.gather(-1, tensor(np.ceil(ranks).astype(np.int64)))
+        hi = srt.gather(-1, ranks.ceil().long())
         if interpolation == "midpoint":
             lo.lerp_(hi, 0.5)
         elif isinstance(q, Tensor):
             # The weights are q-dependent (PyTorch differentiates through them).
             if ignore_nan:
-                factor = np.maximum(valid - 1, 0)
-                rows = valid == 0
+                factor, rows = (valid - 1).clamp_min(0), valid == 0
             else:
-                factor = np.full(data.shape[:-1] + (1,), n - 1)
-                rows = nan.any(-1, keepdims=True)
-            dt = srt.dtype
-            rank_t = q.reshape(-1) * Tensor._make(factor.astype(dt.np), dt)
-            rank_t = rank_t.masked_fill(tensor(np.broadcast_to(rows, ranks.shape).copy()),
+                factor, rows = srt.new_full(nan_rows.shape, n - 1), nan_rows
+            rank_t = q.reshape(-1) * factor.to(dt)
+            rank_t = rank_t.masked_fill(rows.expand(ranks.shape),
                                         0.0 if ignore_nan else float(n - 1))
-            lo.lerp_(hi, rank_t - Tensor._make(below.astype(dt.np), dt))
+            lo.lerp_(hi, rank_t - below)
         else:
-            lo.lerp_(hi, Tensor._make((ranks - below).astype(srt.dtype.np), srt.dtype))
+            lo.lerp_(hi, ranks - below)
     if scalar_q:
         return lo.squeeze_(-1)
     return lo.unsqueeze_(0).transpose_(0, -1).squeeze_(-1)
-
-
-def _meta_quantile(srt: Tensor, q, kept: list, scalar_q: bool, interpolation: str) -> Tensor:
-    """The quantiles of sorted meta rows `srt`, one per q along the last dim, through the
-    gathers and interpolation PyTorch records (the weights from a tensor q carry its
-    gradient)."""
-    from .. import _meta
-
-    shape = tuple(kept) + (1 if scalar_q else q.numel(),)
-    lo = srt.gather(-1, _meta.factory_tensor(shape, _dtype.int64, False))
-    if interpolation in ("linear", "midpoint"):
-        hi = srt.gather(-1, _meta.factory_tensor(shape, _dtype.int64, False))
-        if interpolation == "midpoint":
-            lo.lerp_(hi, 0.5)
-        elif isinstance(q, Tensor):
-            lo.lerp_(hi, q.reshape(-1) * _meta.factory_tensor(shape, srt.dtype, False))
-        else:
-            lo.lerp_(hi, _meta.factory_tensor(shape, srt.dtype, False))
-    return lo
 
 
 @composite("fp32")

@@ -2,38 +2,25 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 import fusegrad as F
 
-from . import _special, constraints
+from .._dispatch import call
+from ..ops import random as R
+from . import constraints
 from .exp_family import ExponentialFamily
-from .gamma import gamma_values
 
 __all__ = ['Dirichlet', 'dirichlet_grad', 'sample_dirichlet']
 
 
 def dirichlet_grad(x, concentration, total):
     """PyTorch's `_dirichlet_grad`: the per-component implicit-reparameterisation factor."""
-    grad = _special.dirichlet_grad(x.detach().numpy(), concentration.detach().numpy(),
-                                   total.detach().numpy())
-    return F.from_numpy(grad).to(x.dtype)
+    return call(R.dirichlet_grad, x, concentration, total)
 
 
 def sample_dirichlet(concentration):
-    """Dirichlet draws without gradient, as PyTorch's CPU kernel makes them: Gamma draws of
-    the concentration in double (at least the smallest normal double), divided by their sum
-    over the last dim, then in the concentration's dtype within [its smallest normal value,
-    the value below 1]."""
-    if concentration.dtype not in (F.float32, F.float64):
-        raise NotImplementedError(f'"dirichlet" not implemented for '
-                                  f"'{concentration.dtype.legacy}'")
-    dt = concentration.dtype.np
-    g = np.maximum(gamma_values(concentration.detach().numpy().astype(np.float64), False),
-                   np.finfo(np.float64).tiny)
-    out = (g / g.sum(-1, keepdims=True)).astype(dt)
-    out = np.clip(out, np.finfo(dt).tiny, np.nextafter(dt.type(1), dt.type(0)))
-    return F.from_numpy(np.asarray(out))
+    """Dirichlet draws without gradient, as PyTorch's CPU kernel makes them (PyTorch's
+    `_sample_dirichlet`: an op, so that compiled programs trace it)."""
+    return call(R.sample_dirichlet, concentration, None)
 
 
 class _Dirichlet(F.autograd.Function):

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from numbers import Number
 
-import numpy as np
-
 import fusegrad as F
 
-from .. import _random
-from .._random_draws import SerialDraws
-from . import _special, constraints
+from .._dispatch import call
+from ..ops import random as R
+from . import constraints
 from .exp_family import ExponentialFamily
 from .utils import broadcast_all
 
@@ -20,53 +18,13 @@ __all__ = ['Gamma', 'standard_gamma', 'standard_gamma_grad']
 def standard_gamma_grad(x, alpha):
     """d x / d alpha of Gamma(alpha, 1) draws `x` (PyTorch's `_standard_gamma_grad(alpha, x)`
     takes the arguments the other way round)."""
-    # np.asarray: with 0-d inputs NumPy's ufuncs return a scalar, which from_numpy refuses.
-    grad = _special.standard_gamma_grad(x.detach().numpy(), alpha.detach().numpy())
-    return F.from_numpy(np.asarray(grad)).to(x.dtype)
-
-
-def gamma_values(alpha: np.ndarray, single: bool) -> np.ndarray:
-    """Gamma(alpha, 1) draws (float64) for the values of `alpha` in row-major order, one at
-    a time from the default generator as PyTorch's serial CPU kernel draws them (the same
-    numbers after the same seed)."""
-    flat = alpha.reshape(-1).tolist()
-    draws = SerialDraws(_random.default_generator, 2 * len(flat))
-    try:
-        out = [_special.sample_gamma(a, draws, single) for a in flat]
-    finally:
-        draws.finish()
-    return np.array(out, np.float64).reshape(alpha.shape)
-
-
-def _gamma_draws(alpha):
-    """Gamma(alpha, 1) draws as a tensor of alpha's dtype, at least its smallest normal
-    value (PyTorch's clamp: later logarithms stay finite)."""
-    if alpha.dtype not in (F.float32, F.float64):
-        raise NotImplementedError(f'"gamma_cpu" not implemented for '
-                                  f"'{alpha.dtype.legacy}'")
-    dt = alpha.dtype
-    values = gamma_values(alpha.detach().numpy(), dt == F.float32).astype(dt.np)
-    return F.from_numpy(np.asarray(np.maximum(values, F.finfo(dt).tiny)))
-
-
-class StandardGamma(F.autograd.Function):
-    """Gamma(alpha, 1) draws whose gradient follows the draw at fixed CDF value."""
-
-    @staticmethod
-    def forward(ctx, alpha):
-        x = _gamma_draws(alpha)
-        ctx.save_for_backward(x, alpha)
-        return x
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        x, alpha = ctx.saved_tensors
-        return grad_output * standard_gamma_grad(x, alpha)
+    return call(R.standard_gamma_grad, alpha, x)
 
 
 def standard_gamma(alpha):
-    """Draws from Gamma(alpha, 1), differentiable with respect to `alpha`."""
-    return StandardGamma.apply(alpha)
+    """Draws from Gamma(alpha, 1), differentiable with respect to `alpha` (PyTorch's
+    `_standard_gamma`: an op, so that compiled programs trace it)."""
+    return call(R.standard_gamma, alpha, None)
 
 
 class Gamma(ExponentialFamily):

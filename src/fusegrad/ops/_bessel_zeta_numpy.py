@@ -293,7 +293,8 @@ def j0(x) -> np.ndarray:
 def j1(x) -> np.ndarray:
     """The Bessel function of the first kind of order 1."""
     v, dtype = _as_float(x)
-    return _bessel_j(v, 1).astype(dtype)
+    # (an odd function: -0.0 at -0.0, as PyTorch's x * polynomial gives)
+    return np.where(v == 0, v, _bessel_j(v, 1)).astype(dtype)
 
 
 # ---------------------------------------------------------------- spherical j0, xlog1py

@@ -869,7 +869,9 @@ lerp_tensor_ = inplace_variant(lerp_tensor, "lerp_.Tensor", saves_self=True)
 def _addc_kernel(ufunc):
     def kernel(a, t1, t2, value=1):
         dt = result_np(a, t1, t2)
-        if ufunc is np.true_divide and dt.kind in "biu":
+        # (PyTorch refuses two integral divided tensors, whatever `self` is)
+        if ufunc is np.true_divide and np.result_type(t1).kind in "biu" and \
+                np.result_type(t2).kind in "biu":
             raise RuntimeError(
                 "Integer division with addcdiv is no longer supported, and in a future  release "
                 "addcdiv will perform a true division of tensor1 and tensor2. The historic "
@@ -893,6 +895,12 @@ def _addc_kernel(ufunc):
             if ufunc is np.true_divide:
                 return (a + scaled / t2).astype(dt, copy=False)
             return fused_multiply_add(scaled, t2, a).astype(dt, copy=False)
+        if dt.kind == "b" and ufunc is np.multiply:
+            raise NotImplementedError('"addcmul_cpu_out" not implemented for \'Bool\'')
+        if dt.kind in "iu":
+            # the value converted to the integer type first (0.5 is 0), with PyTorch's
+            # overflow check
+            value = int(checked_scalar(value, dt))
         return (a + value * ufunc(t1, t2)).astype(dt, copy=False)
 
     return kernel

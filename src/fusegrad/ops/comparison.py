@@ -357,6 +357,17 @@ minimum = register(
     samples=binary_samples(scalars=()), tensor_args=(0, 1), onnx="Min",
     lowering=lambda v, a, b: v.minimum(a, b))
 
+# `_foreach_maximum_(tensors, others)` (and minimum_) write each pair's result into the
+# tensor, recorded as the binary op's node (MaximumBackward0), as PyTorch's loop records
+# them. No Tensor method spells them: the public spelling is the method with the same
+# values (a tensor bound's clamp_min_), which the surface knows.
+foreach_maximum_list_ = inplace_variant(
+    maximum, "_foreach_maximum_.List", saves_self=True, gradcheck=False, onnx=None,
+    public="clamp_min_")
+foreach_minimum_list_ = inplace_variant(
+    minimum, "_foreach_minimum_.List", saves_self=True, gradcheck=False, onnx=None,
+    public="clamp_max_")
+
 # ---------------------------------------------------------------- logical and bitwise
 
 

@@ -61,11 +61,13 @@ IN_PLACE_ONLY = frozenset({"copy", "zero"})
 
 # The op a loop calls for a number where it is not the tensor method's own overload: ATen's
 # in-place `.Scalar` overloads (which record AddBackward1, ..., as PyTorch's loops do), and
-# clamps for maximum and minimum, which have no number overload of their own.
+# for maximum_ and minimum_, which have no number overload of their own, clamps whose node
+# raises in backward (PyTorch has no derivative for those forms). Out of place, maximum and
+# minimum with a number are `_functions/foreach.py`'s own calls (a gradient halved at ties).
 SCALAR_OP: dict[str, str] = {
     "add_": "add_.Scalar", "sub_": "sub_.Scalar", "mul_": "mul_.Scalar",
-    "div_": "div_.Scalar", "maximum": "clamp_min", "maximum_": "clamp_min_",
-    "minimum": "clamp_max", "minimum_": "clamp_max_",
+    "div_": "div_.Scalar", "maximum_": "_foreach_maximum_.Scalar",
+    "minimum_": "_foreach_minimum_.Scalar",
 }
 
 

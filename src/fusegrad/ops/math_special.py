@@ -859,3 +859,28 @@ clamp_min_tensor_ = inplace_variant(clamp_min_tensor, "clamp_min_.Tensor", saves
                                     kernel=inplace_checks_first(clamp_min_tensor.kernel))
 clamp_max_tensor_ = inplace_variant(clamp_max_tensor, "clamp_max_.Tensor", saves_self=True,
                                     kernel=inplace_checks_first(clamp_max_tensor.kernel))
+
+
+def _foreach_not_implemented(name: str):
+    """The derivative of `name`, a foreach in-place form PyTorch has none for: its node
+    raises when backward reaches it."""
+
+    def derivative(g, *rest):
+        raise RuntimeError(f"derivative for {name} is not implemented")
+
+    derivative.not_implemented = True
+    return derivative
+
+
+# `_foreach_maximum_(tensors, number)` (and minimum_, a number or one per tensor): clamp_min_'s
+# (clamp_max_'s) write per tensor, but PyTorch gives the in-place foreach forms with numbers
+# no derivative, so a tensor written while recorded gets a node that raises in backward.
+# (Spelled publicly as the clamp, whose values they are.)
+foreach_maximum_scalar_ = inplace_variant(
+    clamp_min, "_foreach_maximum_.Scalar", kernel=clamp_min_.kernel, node="NotImplemented",
+    derivative=_foreach_not_implemented("_foreach_maximum_"), save=None, saved_names=(),
+    gradcheck=False, onnx=None, public="clamp_min_")
+foreach_minimum_scalar_ = inplace_variant(
+    clamp_max, "_foreach_minimum_.Scalar", kernel=clamp_max_.kernel, node="NotImplemented",
+    derivative=_foreach_not_implemented("_foreach_minimum_"), save=None, saved_names=(),
+    gradcheck=False, onnx=None, public="clamp_max_")

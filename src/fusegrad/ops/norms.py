@@ -378,8 +378,10 @@ def _logsumexp_decomposition(a, dims, keepdim=False):
         return call(sum_dim, a.exp(), dims, keepdim).log()
     m = (a.real if a.is_complex() else a).amax(dims, True)
     m = m.new_zeros(()).where(m.isinf(), m)
-    out = call(sum_dim, (a - m).exp(), dims, True).log() + m
-    return out if keepdim else out.squeeze(dims)
+    # (m squeezed before the sum, not the sum after it: the result is then no view, which a
+    # traced graph could not return with the node eager gives it)
+    return call(sum_dim, (a - m).exp(), dims, keepdim).log() + (m if keepdim else
+                                                                  m.squeeze(dims))
 
 
 logsumexp = register(

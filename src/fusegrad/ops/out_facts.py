@@ -12,8 +12,9 @@ from __future__ import annotations
 from .spellings import ALIASES
 
 # Messages, formatted with {R}/{O} (the result's and out's dtypes as PyTorch's scalar type
-# names: Float, Long), {r}/{o} (as C++ names: float, long int), {tR}/{tO} (as legacy tensor
-# types: torch.FloatTensor) and {name} (the function's public name).
+# names: Float, Long; {I}: the first tensor argument's), {r}/{o} (as C++ names: float, long
+# int), {tR}/{tO} (as legacy tensor types: torch.FloatTensor) and {name} (the function's
+# public name).
 CAST = "result type {R} can't be cast to the desired output type {O}"
 EXACT = "Expected out tensor to have dtype {r}, but got {o} instead"
 FOUND = "Found dtype {O} but expected {R}"
@@ -117,8 +118,8 @@ _RULE_GROUPS: list[tuple[object, str]] = [
     ((("cast", "matrix_power: " + SAFELY), ("exact", EXACT)), "matrix_power linalg.matrix_power"),
     (("cast", "torch.linalg.householder_product: " + SAFELY),
      "linalg.householder_product orgqr"),
-    # (PyTorch's message names the result's dtype twice for a floating input)
-    (("cast", "mvlgamma: result type {R} can't be cast to the desired output type {R}"),
+    # (PyTorch's message names the input's dtype, then the result's: never out's)
+    (("cast", "mvlgamma: result type {I} can't be cast to the desired output type {R}"),
      "mvlgamma special.mvlgamma"),
     (("cast", "ldexp can't be cast to the desired output type {O}"), "ldexp"),
     ((_NANSUM, ("exact", EXACT)), "nansum"),
@@ -212,6 +213,26 @@ COPIES_THROUGH_AUTOGRAD = frozenset("""
 quantile nanquantile tensordot inner lu special.ndtr linalg.norm linalg.matrix_norm linalg.cond
 linalg.tensorinv linalg.tensorsolve nuclear_norm
 """.split())
+
+# Outputs PyTorch's LAPACK-backed kernels (and nonzero's) resize column-major (a matrix's two
+# last dimensions in Fortran order: strides (1, 3) for a 3x3 result, (9, 1, 3) for a batch
+# of two): the function's public name -> the output's index -> "any" (every resize) or
+# "empty" (only an `out` without elements; one of another shape is resized row-major).
+# Outputs not named, and an `out` of the result's shape, keep the common rule (row-major;
+# its own strides).
+_COLUMN_MAJOR_GROUPS: list[tuple[dict, str]] = [
+    ({0: "any"}, """linalg.inv inverse linalg.inv_ex linalg.solve linalg.solve_ex
+                    linalg.cholesky linalg.cholesky_ex linalg.lu_factor linalg.lu_factor_ex
+                    linalg.lu_solve lu_solve linalg.ldl_factor linalg.ldl_factor_ex
+                    linalg.ldl_solve linalg.solve_triangular svd nonzero"""),
+    ({0: "any", 1: "any"}, "linalg.qr qr triangular_solve"),
+    ({0: "any", 2: "any"}, "linalg.svd"),
+    ({1: "any"}, "linalg.eigh"),
+    ({0: "empty"}, "cholesky_inverse orgqr linalg.householder_product"),
+    ({1: "empty"}, "linalg.eig"),
+]
+COLUMN_MAJOR_RESIZE: dict[str, dict] = {name: outputs for outputs, names in _COLUMN_MAJOR_GROUPS
+                                        for name in names.split()}
 
 # Functions PyTorch resizes `out` for on every call, which refuses an `out` requiring grad.
 ALWAYS_RESIZED = frozenset({"empty", "randn", "lu"})

@@ -13,17 +13,20 @@ import numpy as np
 
 from .. import _dtype
 from .. import _random_draws as draws
+from .._dispatch import call
 from .._random import generator_or_default
 from .._shapes import broadcast_shapes, in_memory_order, memory_order, strides_order
+from . import _native
 from ._util import Spec, dtype_of, rand_array
 from .arithmetic import not_implemented_derivative
 from .registry import Sample, register
 from .sorting import topk_kernel
 
+# The float32 uniform and normal draws' C kernels (`native/random.c`), found through the
+# native layer.
+draws.use_native_kernels(_native.function)
+
 _FLOAT_KINDS = "f"
-_INT_LEGACY = {np.dtype(np.int64): "Long", np.dtype(np.int32): "Int",
-               np.dtype(np.int16): "Short", np.dtype(np.int8): "Char",
-               np.dtype(np.uint8): "Byte", np.dtype(np.bool_): "Bool"}
 
 
 def _same(a, *args) -> Spec:
@@ -35,7 +38,26 @@ def _float_only(a, kernel_name: str) -> None:
     dt = np.dtype(a.dtype)
     if dt.kind not in _FLOAT_KINDS and dt.name != "bfloat16":
         raise NotImplementedError(
-            f'"{kernel_name}" not implemented for \'{_INT_LEGACY.get(dt, str(dt))}\'')
+            f'"{kernel_name}" not implemented for \'{_dtype.from_numpy_dtype(dt).legacy}\'')
+
+
+def _continuous_only(a, distribution: str, cpp_name: bool) -> None:
+    """exponential_'s and cauchy_'s own refusal of a tensor that is not floating, naming its
+    dtype as a scalar type (Long) or, for cauchy_, as the C++ type (long int)."""
+    dt = np.dtype(a.dtype)
+    if dt.kind not in _FLOAT_KINDS and dt.name != "bfloat16":
+        d = _dtype.from_numpy_dtype(dt)
+        raise RuntimeError(f"{distribution} distribution is a continuous probability "
+                           "distribution. dtype must be a floating point but you specified "
+                           f"{d.cpp if cpp_name else d.legacy}")
+
+
+def _not_for_bool_or_complex(a, kernel_name: str) -> None:
+    """The discrete draws' kernels, which take integer and floating tensors."""
+    dt = np.dtype(a.dtype)
+    if dt.kind in "bc":
+        raise NotImplementedError(
+            f'"{kernel_name}" not implemented for \'{_dtype.from_numpy_dtype(dt).legacy}\'')
 
 
 def _laid_out(a, flat: np.ndarray) -> np.ndarray:
@@ -55,43 +77,48 @@ def _uniform(a, low=0.0, high=1.0, generator=None):
 
 
 def _normal(a, mean=0.0, std=1.0, generator=None):
-    _float_only(a, "normal_kernel_cpu")
-    if std < 0:
+    if std < 0:  # (checked before the dtype, as PyTorch does)
         raise RuntimeError(f"normal expects std >= 0.0, but found std {std:g}")
+    _float_only(a, "normal_kernel_cpu")
     return _laid_out(a, draws.normal(generator, a.size, a.dtype, mean, std,
                                      a.flags.c_contiguous))
 
 
+# (PyTorch checks the parameters of these before the tensor's dtype)
 def _log_normal(a, mean=1.0, std=2.0, generator=None):
-    _float_only(a, "log_normal_cpu")
     if std <= 0:
         raise RuntimeError(f"log_normal_ expects std > 0.0, but found std={std:g}")
+    _float_only(a, "log_normal_cpu")
     return _laid_out(a, draws.log_normal(generator, a.size, mean, std))
 
 
 def _cauchy(a, median=0.0, sigma=1.0, generator=None):
-    _float_only(a, "cauchy_cpu")
     if sigma <= 0:
         raise RuntimeError(f"cauchy_ expects sigma > 0.0, but found sigma={sigma:g}")
+    _continuous_only(a, "Cauchy", cpp_name=True)
     return _laid_out(a, draws.cauchy(generator, a.size, median, sigma))
 
 
 def _exponential(a, lambd=1.0, generator=None):
-    _float_only(a, "exponential_cpu")
     if lambd <= 0:
         raise RuntimeError(f"exponential_ expects lambda > 0.0, but found lambda={lambd:g}")
+    _continuous_only(a, "Exponential", cpp_name=False)
     return _laid_out(a, draws.exponential(generator, a.size, lambd))
 
 
 def _geometric(a, p, generator=None):
     if not 0 < p < 1:
         raise RuntimeError(f"geometric_ expects p to be in (0, 1), but got p={p:g}")
+    _not_for_bool_or_complex(a, "geometric_cpu")
     return _laid_out(a, draws.geometric(generator, a.size, p))
 
 
 def _bernoulli_scalar(a, p=0.5, generator=None):
     if not 0 <= p <= 1:
         raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={p:g}")
+    if np.dtype(a.dtype).kind == "c":
+        raise NotImplementedError('"bernoulli_scalar_cpu_" not implemented for '
+                                  f"'{_dtype.from_numpy_dtype(a.dtype).legacy}'")
     return _laid_out(a, draws.bernoulli_scalar(generator, a.size, p))
 
 
@@ -155,6 +182,16 @@ def _integers(a, low: int, high: int, generator) -> np.ndarray:
     if low >= high:
         raise RuntimeError("random_ expects 'from' to be less than 'to', but got "
                            f"from={low:g} >= to={high:g}")
+    dt = np.dtype(a.dtype)
+    if dt.kind == "c":
+        raise RuntimeError("check_random_bounds handles only integral, floating-point and "
+                           "boolean types")
+    if dt.kind in "biu":  # both ends within the dtype's range, as PyTorch checks them
+        info = (0, 1) if dt.kind == "b" else (int(np.iinfo(dt).min), int(np.iinfo(dt).max))
+        for value, name in ((low, "from"), (high - 1, "to - 1")):
+            if not info[0] <= value <= info[1]:
+                raise RuntimeError(f"{name} is out of bounds for "
+                                   f"{_dtype.from_numpy_dtype(dt).cpp}")
     return _laid_out(a, draws.integers(generator, a.size, low, high))
 
 
@@ -169,15 +206,27 @@ def _top(a) -> int:
 
 
 def _random_default(a, generator=None):
+    if np.dtype(a.dtype).kind == "c":
+        raise NotImplementedError('"random_kernel_cpu" not implemented for '
+                                  f"'{_dtype.from_numpy_dtype(a.dtype).legacy}'")
     return _laid_out(a, draws.random_bits(generator, a.size, a.dtype))
 
 
+def _int64(value) -> int:
+    """An int argument as PyTorch's parser reads it: a C long long."""
+    value = int(value)
+    if not -(1 << 63) <= value < (1 << 63):
+        raise ValueError("Overflow when unpacking long long")
+    return value
+
+
 def _random_to(a, to, generator=None):
-    return _integers(a, 0, int(to), generator)
+    return _integers(a, 0, _int64(to), generator)
 
 
 def _random_from(a, low, to=None, generator=None):
-    return _integers(a, int(low), _top(a) + 1 if to is None else int(to), generator)
+    low = _int64(low)
+    return _integers(a, low, _top(a) + 1 if to is None else _int64(to), generator)
 
 
 def multinomial_input_check(a) -> None:
@@ -443,3 +492,114 @@ native_dropout = register(
                            for s, p, t in (((3, 4), 1.0, True), ((2, 3, 4), 0.0, True),
                                            ((3, 4), 0.5, False))],
     saved_names=("result1", "p", ""))
+
+
+# ---------------------------------------------------------------- gamma and dirichlet draws
+#
+# The draws behind the reparameterised Gamma, Beta and Dirichlet distributions, and their
+# implicit-reparameterisation factors, as ops (PyTorch's `_standard_gamma`,
+# `_standard_gamma_grad`, `_sample_dirichlet`, `_dirichlet_grad`): made through dispatch, a
+# compiled program traces them as it traces the other random ops.
+
+
+def _gamma_dtype_check(a) -> None:
+    dt = np.dtype(a.dtype)
+    if dt not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise NotImplementedError(f'"gamma_cpu" not implemented for '
+                                  f"'{_dtype.FROM_NP[dt].legacy}'")
+
+
+def _standard_gamma_kernel(a, generator=None):
+    """Gamma(a, 1) draws in a's dtype, at least its smallest normal value (PyTorch's clamp:
+    later logarithms stay finite), drawn one at a time as PyTorch's serial kernel draws."""
+    from . import _distribution_special as _special
+
+    _gamma_dtype_check(a)
+    flat = np.asarray(a).reshape(-1).tolist()
+    single = np.dtype(a.dtype) == np.dtype(np.float32)
+    serial = draws.SerialDraws(generator_or_default(generator), 2 * len(flat))
+    try:
+        out = [_special.sample_gamma(v, serial, single) for v in flat]
+    finally:
+        serial.finish()
+    values = np.array(out, np.float64).reshape(np.shape(a)).astype(a.dtype)
+    return np.asarray(np.maximum(values, np.finfo(a.dtype).tiny))
+
+
+def _standard_gamma_grad_kernel(a, x):
+    from . import _distribution_special as _special
+
+    return np.asarray(_special.standard_gamma_grad(x, a)).astype(a.dtype)
+
+
+def _standard_gamma_grad_derivative(g, *rest):
+    raise NotImplementedError("the derivative for '_standard_gamma_grad' is not implemented.")
+
+
+_standard_gamma_grad_derivative.not_implemented = True
+
+
+def _empty_samples(r, dt):
+    # Empty: the registry walk draws from generators seeded unlike PyTorch's, so non-empty
+    # draws (and their gradients) differ; tests/test_programs_more13.py compares them after
+    # seeding both alike.
+    return [Sample((rand_array(r, s, dt, (0.2, 4.0)),), name=str(s)) for s in ((0,), (2, 0))]
+
+
+standard_gamma_grad = register(
+    "_standard_gamma_grad", kernel=_standard_gamma_grad_kernel,
+    meta=lambda a, x: Spec(tuple(a.shape), a.dtype), node="StandardGammaGradBackward0",
+    derivative=_standard_gamma_grad_derivative, gradcheck=False, tensor_args=(0, 1),
+    nondiff_args=(1,),
+    samples=lambda r, dt: [Sample((rand_array(r, (3, 4), dt, (0.2, 4.0)),
+                                   rand_array(r, (3, 4), dt, (0.1, 3.0))))])
+standard_gamma = register(
+    "_standard_gamma", kernel=_standard_gamma_kernel, meta=_same,
+    node="StandardGammaBackward0",
+    derivative=lambda g, a, out: (g * call(standard_gamma_grad, a, out), None),
+    save=lambda out, a, generator=None: (a, out), saved_names=("self", "result"),
+    random=True, gradcheck=False, samples=_empty_samples)
+
+
+def _sample_dirichlet_kernel(a, generator=None):
+    """Dirichlet draws as PyTorch's CPU kernel makes them: Gamma draws of the concentration
+    in double (at least the smallest normal double), divided by their sum over the last dim,
+    then in the concentration's dtype within [its smallest normal value, the value below
+    1]."""
+    from . import _distribution_special as _special
+
+    dt = np.dtype(a.dtype)
+    if dt not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise NotImplementedError(f'"dirichlet" not implemented for '
+                                  f"'{_dtype.FROM_NP[dt].legacy}'")
+    flat = np.asarray(a, np.float64).reshape(-1).tolist()
+    serial = draws.SerialDraws(generator_or_default(generator), 2 * len(flat))
+    try:
+        g = np.array([_special.sample_gamma(v, serial, False) for v in flat], np.float64)
+    finally:
+        serial.finish()
+    g = np.maximum(g.reshape(np.shape(a)), np.finfo(np.float64).tiny)
+    out = (g / g.sum(-1, keepdims=True)).astype(dt)
+    return np.asarray(np.clip(out, np.finfo(dt).tiny, np.nextafter(dt.type(1), dt.type(0))))
+
+
+sample_dirichlet = register(
+    "_sample_dirichlet", kernel=_sample_dirichlet_kernel, meta=_same, node="NotImplemented",
+    derivative=not_implemented_derivative("_sample_dirichlet"), random=True, gradcheck=False,
+    samples=lambda r, dt: [Sample((rand_array(r, (3, 4), dt, (0.2, 4.0)),))])
+
+
+def _dirichlet_grad_kernel(x, alpha, total):
+    from . import _distribution_special as _special
+
+    return np.asarray(_special.dirichlet_grad(x, alpha, total)).astype(x.dtype)
+
+
+dirichlet_grad = register(
+    "_dirichlet_grad", kernel=_dirichlet_grad_kernel,
+    meta=lambda x, alpha, total: Spec(tuple(x.shape), x.dtype), node="NotImplemented",
+    derivative=not_implemented_derivative("_dirichlet_grad"), gradcheck=False,
+    tensor_args=(0, 1, 2),
+    samples=lambda r, dt: [Sample((rand_array(r, (3, 4), dt, (0.05, 0.9)),
+                                   rand_array(r, (3, 4), dt, (0.2, 3.0)),
+                                   rand_array(r, (3, 4), dt, (3.5, 6.0))))])

@@ -244,9 +244,11 @@ def _trace_kernel(a):
 
 def _trace_derivative(g, shape):
     # The gradient on the diagonal, zeros elsewhere (a product, so it differentiates again).
-    from .._tensor import Tensor
+    # The mask comes from the factory, so that AOT autograd tracing this derivative records
+    # it as an op (a tensor made from NumPy here is unknown to the trace, which gave up).
+    from .._creation import eye
 
-    mask = Tensor._make(np.eye(*shape, dtype=g.dtype.np))
+    mask = eye(*shape, dtype=g.dtype, device="meta" if g.is_meta else None)
     return (call(REGISTRY["mul.Tensor"], g.expand(shape), mask),)
 
 

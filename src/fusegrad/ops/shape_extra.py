@@ -206,11 +206,17 @@ block_diag = register(
 
 
 def _narrow_check(shape, dim, start, length):
+    # PyTorch's checks, in its order (its message names the start wrapped)
+    if not shape:
+        raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
     d = wrap_dim(dim, len(shape))
     size = shape[d]
+    if not -size <= start <= size:
+        raise IndexError(f"start out of range (expected to be in range of [{-size}, {size}], "
+                         f"but got {start})")
     s = start + size if start < 0 else start
-    if not 0 <= s <= size or length < 0 or s + length > size:
-        raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size "
+    if length < 0 or s + length > size:
+        raise RuntimeError(f"start ({s}) + length ({length}) exceeds dimension size "
                            f"({size}).")
     return d, s
 

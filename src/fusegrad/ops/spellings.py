@@ -59,17 +59,21 @@ reciprocal_ relu_ sign_ logical_not_ bitwise_not_
 
 # ... and on `self` and the arguments given (`x.hypot_(y)`)
 _INPLACE_ARGS = """
-lgamma_ digamma_ erfinv_ i0_ sinc_ rad2deg_ deg2rad_ hypot_ nextafter_ heaviside_ gcd_ lcm_
+lgamma_ digamma_ erfinv_ i0_ sinc_ rad2deg_ deg2rad_
 """.split()
 
 # Every Tensor method and operator the public layer attaches: name -> (form, what).
 # Forms: "function" (the public function named), "inplace" / "inplace_args" (the registry
 # op named, on `self` alone / with the arguments given), "operator" and "compare" (the
 # registry op, NotImplemented for an operand of a foreign type), "binary_inplace" (the
-# Tensor overload, or the Scalar one for a number), "scalar_as_tensor" (the op, a number
-# made a tensor first), "method" and "property" (a function of the public layer named by
-# its module under fusegrad, for a method-only signature), "method_of_lazy_module" (such a
-# function in a module `import fusegrad` does not load: imported on the method's first call).
+# Tensor overload, or the Scalar one for a number), "tensors_inplace" (the op, its operand
+# a tensor only), "scalar_as_tensor" (the op, a number made a tensor first), "method" and
+# "property" (a function of the public layer named by its module under fusegrad, for a
+# method-only signature), "method_of_lazy_module" (such a function in a module `import
+# fusegrad` does not load: imported on the method's first call).
+# The operand's parameter name of a "tensors_inplace" method, where it is not `other`.
+OPERAND_NAMES: dict[str, str] = {"heaviside_": "values"}
+
 METHODS: dict[str, tuple[str, ...]] = {
     **{name: ("function", name) for name in _SAME_AS_FUNCTION},
     **{name: ("inplace", name) for name in _INPLACE},
@@ -104,10 +108,16 @@ METHODS: dict[str, tuple[str, ...]] = {
     "floor_divide_": ("binary_inplace", "floor_divide_.Tensor"),
     "remainder_": ("binary_inplace", "remainder_.Tensor", "remainder_.Scalar"),
     "fmod_": ("binary_inplace", "fmod_.Tensor", "fmod_.Scalar"),
-    "atan2_": ("binary_inplace", "atan2_"), "arctan2_": ("binary_inplace", "atan2_"),
-    "logical_and_": ("binary_inplace", "logical_and_"),
-    "logical_or_": ("binary_inplace", "logical_or_"),
-    "logical_xor_": ("binary_inplace", "logical_xor_"),
+    # in place, a tensor operand only (PyTorch refuses a number, naming the method and
+    # the parameter: `OPERAND_NAMES`)
+    "atan2_": ("tensors_inplace", "atan2_"),
+    "arctan2_": ("tensors_inplace", "atan2_"),
+    "logical_and_": ("tensors_inplace", "logical_and_"),
+    "logical_or_": ("tensors_inplace", "logical_or_"),
+    "logical_xor_": ("tensors_inplace", "logical_xor_"),
+    "hypot_": ("tensors_inplace", "hypot_"), "nextafter_": ("tensors_inplace", "nextafter_"),
+    "heaviside_": ("tensors_inplace", "heaviside_"),
+    "gcd_": ("tensors_inplace", "gcd_"), "lcm_": ("tensors_inplace", "lcm_"),
     "__ifloordiv__": ("binary_inplace", "floor_divide_.Tensor"),
     "__imod__": ("binary_inplace", "remainder_.Tensor", "remainder_.Scalar"),
     "__ipow__": ("binary_inplace", "pow_.Tensor", "pow_.Scalar"),
@@ -253,7 +263,7 @@ METHODS: dict[str, tuple[str, ...]] = {
     "mvlgamma": ("function", "mvlgamma"),
     "adjoint": ("function", "adjoint"),
     "igamma": ("function", "igamma"), "igammac": ("function", "igammac"),
-    "igamma_": ("inplace_args", "igamma_"), "igammac_": ("inplace_args", "igammac_"),
+    "igamma_": ("tensors_inplace", "igamma_"), "igammac_": ("tensors_inplace", "igammac_"),
     "as_strided_scatter": ("function", "as_strided_scatter"),
     "index_reduce": ("function", "index_reduce"),
     "index_reduce_": ("method", "_functions.compat_layers._index_reduce_"),
