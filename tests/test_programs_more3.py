@@ -723,7 +723,9 @@ PROGRAMS += [fourier_neural_operator]
 
 def checkpointed_gumbel(torch):
     nn, F = torch.nn, torch.nn.functional
-    from torch.utils.checkpoint import checkpoint, checkpoint_sequential
+    # (the library's own: an import statement would name the real torch module)
+    checkpoint = torch.utils.checkpoint.checkpoint
+    checkpoint_sequential = torch.utils.checkpoint.checkpoint_sequential
     torch.manual_seed(11)
     rng = np.random.default_rng(11)
     x = torch.tensor(rng.standard_normal((6, 10)), dtype=torch.float32)

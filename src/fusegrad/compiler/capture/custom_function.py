@@ -211,7 +211,9 @@ def _check_ctx_tensors(name: str, ctx: ObjectVariable, made: set, outs: list) ->
     Eager's backward reads such a tensor as it is then, unchecked; the compiled node saves
     it for its backward, and would refuse (or miss) the write."""
     outputs = {id(o.node) for o in outs if isinstance(o, TensorVariable)}
-    kept = [v for k, v in ctx.items.items() if k != "saved_tensors"]
+    # (`non_differentiable`: the outputs `mark_non_differentiable` names, a mark the real
+    # call makes again, not something backward reads)
+    kept = [v for k, v in ctx.items.items() if k not in ("saved_tensors", "non_differentiable")]
     seen: set = set()
     while kept:
         v = kept.pop()
