@@ -514,3 +514,46 @@ def test_hasattr_runs_the_classes_getattr():
     explained = fg._dynamo.explain(f)(x)
     assert (explained.graph_count, explained.break_reasons) == (1, [])
     np.testing.assert_allclose(fg.compile(f, backend="eager")(x).numpy(), f(x).numpy())
+
+
+# ---------------------------------------------------------------- layouts of views
+
+# Inputs of four layouts, and chains of two shape ops over them: a view's meta gives eager's
+# strides wherever its input's are known (`reshape` and the like: a view or a row-major copy,
+# decided by those strides), so `is_contiguous()`/`stride()` of such chains are answered in
+# the graph (torch answers from its fake strides); after a computing op over a
+# non-contiguous tensor they break, and the answer is eager's either way.
+_LAYOUT_INPUTS = {
+    "plain": lambda T: T.arange(24.).reshape(2, 3, 4),
+    "permuted": lambda T: T.arange(24.).reshape(4, 3, 2).permute(2, 1, 0),
+    "strided": lambda T: T.arange(48.).reshape(2, 3, 8)[:, :, ::2],
+    "expanded": lambda T: T.arange(4.).reshape(1, 1, 4).expand(2, 3, 4),
+}
+_SHAPE_OPS = {
+    "transpose": lambda x: x.transpose(0, 1), "permute": lambda x: x.permute(2, 0, 1),
+    "reshape": lambda x: x.reshape(6, 4), "flatten": lambda x: x.flatten(1),
+    "movedim": lambda x: x.movedim(0, 2), "narrow": lambda x: x.narrow(2, 1, 2),
+    "contiguous": lambda x: x.contiguous(), "diagonal": lambda x: x.diagonal(0, 1, 2),
+    "times_2": lambda x: x * 2,
+}
+
+
+@pytest.mark.parametrize("second", list(_SHAPE_OPS))
+@pytest.mark.parametrize("first", list(_SHAPE_OPS))
+@pytest.mark.parametrize("layout", list(_LAYOUT_INPUTS))
+def test_layout_questions_of_views_match_eager(layout, first, second):
+    def questions(x):
+        y = _SHAPE_OPS[second](_SHAPE_OPS[first](x))
+        return y.is_contiguous(), tuple(y.stride())
+
+    try:
+        want = questions(_LAYOUT_INPUTS[layout](fg))
+    except (RuntimeError, IndexError):  # (a view these strides or dims do not allow)
+        return
+    fg._dynamo.reset()
+    fg._dynamo.utils.counters.clear()
+    got = fg.compile(questions, backend="eager")(_LAYOUT_INPUTS[layout](fg))
+    assert got == want == questions(_LAYOUT_INPUTS[layout](torch))
+    views_only = "times_2" not in (first, second)
+    if views_only and layout == "plain":
+        assert not fg._dynamo.utils.counters["graph_break"]

@@ -1756,12 +1756,16 @@ _TORCH_BREAKS = {
 # repro.
 _CAPTURE_GAPS = {
     "swin_shifted_windows": (
-        "is_contiguous() of a tensor made in the graph is not captured: fg.compile(lambda x: "
-        "x.transpose(0, 1).is_contiguous(), backend='eager')(fg.randn(2, 3)) breaks ('Tensor."
-        "is_contiguous() of a tensor whose layout only running the ops gives (computed from "
-        "non-contiguous tensors)'), as does x.permute(1, 0).contiguous().is_contiguous(); "
-        "torch answers from the traced strides and captures them whole (in the model the "
-        "break comes inside nn.Sequential's loop, and the rest of the frame runs eagerly)"),
+        "is_contiguous() of a tensor computed from a non-contiguous one is not captured: views "
+        "of known layouts are (x.transpose(0, 1).is_contiguous() captures), but here the "
+        "windows come from matmuls of permuted q/k/v and layer norms of their results, and "
+        "capture does not vouch for the strides a computing op gives a non-contiguous "
+        "operand's result (the registry's result_order is not exact for every op: "
+        "x.t().topk(2, 0)[0].stride() is (1, 2) in eager, row-major in the meta), so "
+        "fg.compile(lambda x: (x.t() @ x).t().is_contiguous(), backend='eager') breaks "
+        "('Tensor.is_contiguous() of a tensor whose layout only running the ops gives'); "
+        "torch answers from its fake strides (in the model the break comes inside "
+        "nn.Sequential's loop, and the rest of the frame runs eagerly)"),
     "rnn_hidden_grad_clip_hooks": (
         "a hook on a tensor made in the graph is not captured: fg.compile(lambda x: "
         "(lambda h: (h.register_hook(lambda g: g.clamp(-1, 1)), h)[1])(x.sin()).sum(), "

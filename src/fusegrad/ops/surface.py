@@ -57,7 +57,14 @@ NOT_ROUTED = "not_routed"
 # on first use.
 NN_SPELLING = "nn_spelling"
 
-_OP_FLAGS = (INPLACE, DATA_DEPENDENT, RANDOM)  # the flags an OpDef carries as attributes
+# A view of its first argument (`OpDef.view`): its meta gives eager's strides, so capture
+# knows a view's layout wherever it knows its input's.
+VIEW = "view"
+# A view of its first argument or a row-major copy of it, decided by its strides (`reshape`):
+# as a view's, its layout is known wherever its input's is.
+VIEW_OR_COPY = "view_or_copy"
+
+_OP_FLAGS = (INPLACE, DATA_DEPENDENT, RANDOM, VIEW)  # the flags an OpDef carries as attributes
 
 _F, _P, _D, _I, _S, _U, _R = FACTORY, PURE, DATA_DEPENDENT, INPLACE, SIDE_EFFECT, UNTRACED, \
     RANDOM
@@ -317,6 +324,11 @@ FUNCTIONAL_OWN_ERRORS = frozenset({"fractional_max_pool2d", "fractional_max_pool
                                    "fractional_max_pool3d_with_indices", "ctc_loss",
                                    "softmax", "softmin", "log_softmax"})
 
+# Public names by layout fact (composites and spellings of registry ops alike).
+LAYOUTS: dict[str, frozenset[str]] = {VIEW_OR_COPY: frozenset("""
+reshape reshape_as view_as flatten unflatten ravel movedim moveaxis swapaxes swapdims narrow
+expand_as""".split())}
+
 _CACHE: dict[str, tuple[int, frozenset[str]]] = {}
 
 
@@ -331,6 +343,7 @@ def names_with(flag: str) -> frozenset[str]:
     names = {name for name, flags in COMPOSITES.items() if flag in flags}
     names.update(PROTOCOL.get(flag, ()))
     names.update(PLACES.get(flag, ()))
+    names.update(LAYOUTS.get(flag, ()))
     if flag in _OP_FLAGS:
         names.update(op.public for op in REGISTRY.values() if getattr(op, flag))
     found = frozenset(names)

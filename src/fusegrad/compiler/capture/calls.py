@@ -34,7 +34,14 @@ from ..._shapes import Size
 from ..._symbolic import SymInt
 from ..._tensor import Tensor
 from ..._type_info import finfo, iinfo
-from ...ops.surface import DATA_DEPENDENT, FACTORY, PURE, has_flag
+from ...ops.surface import (
+    DATA_DEPENDENT,
+    FACTORY,
+    PURE,
+    VIEW,
+    VIEW_OR_COPY,
+    has_flag,
+)
 from ..markers import COMPILE_TIME_ANSWERS
 from . import reasons
 from .builder import holds_symbol
@@ -1279,35 +1286,63 @@ def _call_with_out(tr, f, out: tuple, args: list, kwargs: dict) -> Variable:
 def _layout_known(node) -> bool:
     """Whether the fake example of `node` has the strides eager execution gives its value.
 
-    A graph input's fake copies the input's strides. The metas of computing ops (pointwise,
-    reductions, ...) give row-major results, where eager keeps the layout of non-contiguous
-    operands (`(x.t() * 2).stride()` is `(1, 4)`, a channels_last input stays channels_last),
-    so a computed tensor's strides are known only when it and every tensor it was computed from
-    are row-major contiguous. Otherwise `stride()`/`is_contiguous()` break the graph and are
-    answered by the real tensor."""
+    A graph input's fake copies the input's strides, and a view's meta gives eager's strides
+    of its input's layout (`x.transpose(0, 1)`, `permute`, `expand`: known where the input's
+    is). The metas of computing ops (pointwise, reductions, ...) give row-major results, where
+    eager keeps the layout of non-contiguous operands (`(x.t() * 2).stride()` is `(1, 4)`, a
+    channels_last input stays channels_last), so a computed tensor's strides are known only
+    when it and the tensors it was computed from are row-major contiguous, their own layouts
+    known; `contiguous()` makes a row-major tensor whatever it is given. Otherwise
+    `stride()`/`is_contiguous()` break the graph and are answered by the real tensor."""
     if node is None:
         return True
-    known = node.meta.get("layout_known")
-    if known is not None:
-        return known
-    if node.op == "placeholder":
-        known = True
-    else:
-        known = True
-        stack, seen = [node], set()
-        while stack and known:
-            n = stack.pop()
-            if n in seen:
-                continue
-            seen.add(n)
-            value = n.meta.get("example_value")
-            values = value if isinstance(value, (tuple, list)) else (value,)
-            for v in values:
-                if isinstance(v, Tensor) and not _row_major(v):
-                    known = False
-            stack.extend(n.all_input_nodes)
-    node.meta["layout_known"] = known
-    return known
+    stack = [node]
+    while stack:  # (inputs first, without recursion: a graph may be thousands deep)
+        n = stack[-1]
+        if n.meta.get("layout_known") is not None:
+            stack.pop()
+            continue
+        pending = [i for i in n.all_input_nodes if i.meta.get("layout_known") is None]
+        if pending and n.op != "placeholder" and not _makes_row_major(n):
+            stack.extend(pending)
+            continue
+        stack.pop()
+        inputs = n.all_input_nodes
+        if n.op == "placeholder" or _makes_row_major(n):
+            known = True
+        elif _is_view(n):
+            known = all(i.meta["layout_known"] for i in inputs)
+        else:
+            known = _row_major_values(n) and all(
+                i.meta["layout_known"] and _row_major_values(i) for i in inputs)
+        n.meta["layout_known"] = known
+    return node.meta["layout_known"]
+
+
+def _row_major_values(node) -> bool:
+    value = node.meta.get("example_value")
+    values = value if isinstance(value, (tuple, list)) else (value,)
+    return all(_row_major(v) for v in values if isinstance(v, Tensor))
+
+
+def _target_name(node) -> str:
+    target = node.target
+    return target if isinstance(target, str) else getattr(target, "__name__", "")
+
+
+def _is_view(node) -> bool:
+    """Whether `node` makes a view of its input (a registry view op, by its public name as
+    function or method) or a view or a row-major copy as its strides decide (`reshape`)."""
+    if node.op not in ("call_method", "call_function"):
+        return False
+    name = _target_name(node)
+    return has_flag(name, VIEW) or has_flag(name, VIEW_OR_COPY)
+
+
+def _makes_row_major(node) -> bool:
+    """`x.contiguous()` (the default memory format): row-major in eager and in its meta."""
+    return node.op == "call_method" and node.target == "contiguous" and not node.kwargs and \
+        len(node.args) == 1
 
 
 def _size_one_strides_unknown(obj) -> bool:
