@@ -384,7 +384,8 @@ def topk_kernel(a, k, dim=-1, largest=True, sorted=True):
         rows = _has_ties(ordered, d, k + 1)
         if not sorted and k * 64 > a.shape[d] and k > 2:
             rows = np.ones_like(rows)
-        idx = _replay(a, d, rows, idx, k, _topk_row(k, largest, sorted))
+        # (row-major, as PyTorch's results: the replay of tied rows writes through a view)
+        idx = np.ascontiguousarray(_replay(a, d, rows, idx, k, _topk_row(k, largest, sorted)))
     return np.take_along_axis(a, idx, d), idx
 
 
