@@ -1773,13 +1773,6 @@ _CAPTURE_GAPS = {
         "needs the tensor's values\"), as does retain_grad() (\"Tensor.retain_grad() needs "
         "the tensor's values\"); torch captures both whole where the hook has no side effect "
         "(here the break comes inside the time loop, so no graph is compiled at all)"),
-    "beta_bernoulli_vi": (
-        "reparameterised Beta and Dirichlet draws are not captured: "
-        "fg.compile(lambda a: fg.distributions.Dirichlet(a, validate_args=False).rsample(), "
-        "backend='eager')(fg.tensor([0.5, 2.0], requires_grad=True)) breaks at the library's "
-        "_Dirichlet autograd.Function ('method _FunctionMeta.apply': a Function defined inside "
-        "fusegrad is called, not traced, though its draws are now the _sample_dirichlet op), "
-        "torch traces its own _Dirichlet Function and captures it whole"),
 }
 
 _BREAKS = [pytest.param(p, marks=pytest.mark.xfail(strict=True,

@@ -56,10 +56,14 @@ def is_function_apply(f) -> bool:
 
     return isinstance(f, types.MethodType) and isinstance(f.__self__, type) and \
         issubclass(f.__self__, Function) and f.__func__ is Function.apply.__func__ and \
-        not f.__self__.__module__.startswith(_PACKAGE)
+        (not f.__self__.__module__.startswith(_PACKAGE) or
+         f.__self__.__module__.startswith(_FOLLOWED))
 
 
 _PACKAGE = __name__.split(".compiler.")[0] + "."
+# The library's own Functions speculated as a user's are (a reparameterised draw's, as
+# PyTorch's Dynamo traces its `_Dirichlet`); the others are called for real.
+_FOLLOWED = _PACKAGE + "distributions."
 
 
 def call_function_apply(tr, fn: Variable, args: list, kwargs: dict) -> Variable:
