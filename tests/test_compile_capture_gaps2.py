@@ -169,14 +169,7 @@ _TORCH_BREAKS = {"layer_linear_made_inside": 1}
 
 # Graphs AOT autograd runs eagerly, with each gap's minimal repro (`check_compiled` fails
 # once the fallback is gone: then take the entry off).
-_AOT_GAPS = {
-    "layer_batch_norm_buffers": (
-        "nn.init's fills write a tensor's data directly, outside dispatch, which AOT autograd "
-        "cannot trace: fg.compile(lambda x: x + fg.nn.init.zeros_(fg.empty(4)), "
-        "backend='aot_eager')(fg.randn(2, 4)) logs 'AOT autograd cannot trace forward; it "
-        "runs eagerly: AOTUnsupported: a tensor was modified outside dispatch while "
-        "tracing' (BatchNorm's __init__ fills its running statistics so)"),
-}
+_AOT_GAPS: dict = {}
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -557,3 +550,30 @@ def test_layout_questions_of_views_match_eager(layout, first, second):
     views_only = "times_2" not in (first, second)
     if views_only and layout == "plain":
         assert not fg._dynamo.utils.counters["graph_break"]
+
+
+# ---------------------------------------------------------------- nn.init in a traced graph
+
+_FILLS = {
+    "zeros_": lambda t: fg.nn.init.zeros_(t), "ones_": lambda t: fg.nn.init.ones_(t),
+    "constant_": lambda t: fg.nn.init.constant_(t, 2.5), "eye_": lambda t: fg.nn.init.eye_(t),
+}
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+@pytest.mark.parametrize("fill", list(_FILLS))
+def test_init_fills_trace(fill, backend):
+    """nn.init's fills of a tensor made in the graph (a layer's buffers made in compiled
+    code) write through ops while traced, so AOT autograd traces them (it ran the graph
+    eagerly: the data written outside dispatch)."""
+    from program_support import compiler_fallbacks
+
+    def f(x):
+        return x + _FILLS[fill](fg.empty(3, 3))
+
+    x = _data(fg, 5, 3, 3)
+    fg._dynamo.reset()
+    with compiler_fallbacks() as fallbacks:
+        got = fg.compile(f, backend=backend)(x)
+    assert fallbacks == []
+    np.testing.assert_array_equal(got.numpy(), f(x).numpy())

@@ -8,6 +8,7 @@ import warnings
 
 import numpy as np
 
+from .. import _creation
 from .._creation import randperm
 from .._tensor import Tensor
 from ..autograd.grad_mode import no_grad
@@ -19,9 +20,11 @@ def _fill(tensor: Tensor, values, method: str = "fill_") -> Tensor:
     if not isinstance(tensor, Tensor):
         raise AttributeError(f"'{type(tensor).__name__}' object has no attribute '{method}'")
     data = tensor._data
-    if data is not None:  # (a meta tensor has no data to write)
-        data[...] = np.asarray(values).astype(data.dtype, copy=False) if np.ndim(values) \
-            else values
+    if data is None:  # (a meta tensor, or one a compiler traces: the write as an op)
+        with no_grad():
+            return tensor.fill_(values)
+    data[...] = np.asarray(values).astype(data.dtype, copy=False) if np.ndim(values) \
+        else values
     tensor._vc[0] += 1
     return tensor
 
@@ -182,8 +185,10 @@ def eye_(tensor: Tensor) -> Tensor:
     """Fill a 2-D tensor with the identity."""
     if tensor.ndimension() != 2:
         raise ValueError("Only tensors with 2 dimensions are supported")
-    if tensor._data is None:  # (no data: only the write is counted, no identity is built)
-        return _fill(tensor, 0)
+    if tensor._data is None:  # (a meta tensor, or one a compiler traces: ops)
+        with no_grad():
+            return tensor.copy_(_creation.eye(*tensor.shape, dtype=tensor.dtype,
+                                              device=tensor.device))
     return _fill(tensor, np.eye(*tensor.shape))
 
 
