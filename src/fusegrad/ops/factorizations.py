@@ -650,8 +650,9 @@ def _reflector(a, i: int):
     below, at = rows > i, rows == i
     if isinstance(a, np.ndarray):
         return np.where(below, col, at).astype(a.dtype, copy=False)
-    return col * a.new_tensor(below.astype(real_np(a.dtype.np))) + \
-        a.new_tensor(at.astype(a.dtype.np))
+    # (masks from lists: a factory AOT autograd records, where NumPy data is unknown to it)
+    return col * a.new_tensor(below.astype(real_np(a.dtype.np)).tolist()) + \
+        a.new_tensor(at.astype(a.dtype.np).tolist())
 
 
 def _householder_np(a, tau):
@@ -696,7 +697,7 @@ def _householder_derivative(g, a, tau):
         gtau.append(-vg.matmul(adj(u)).squeeze(-1))
         gv = -(t.conj() * g.matmul(adj(u)) + t * x.matmul(adj(g).matmul(v)))
         below = np.arange(m).reshape(-1, 1) > i
-        cols.append(gv * a.new_tensor(below.astype(real_np(a.dtype.np))))
+        cols.append(gv * a.new_tensor(below.astype(real_np(a.dtype.np)).tolist()))
         g = g - t.conj() * v * vg
     if n > k:
         cols.append(a.new_zeros(tuple(a.shape[:-1]) + (n - k,)))

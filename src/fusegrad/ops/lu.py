@@ -77,13 +77,14 @@ def _perm_matrix(piv: np.ndarray, m: int, dtype) -> np.ndarray:
 
 
 def _unpack(lu):
-    """(L, U) of a packed LU tensor, in fusegrad ops (differentiable)."""
+    """(L, U) of a packed LU tensor, in fusegrad ops (differentiable; the identity made by
+    the factory, so that AOT autograd tracing a derivative records it)."""
     m, n = lu.shape[-2], lu.shape[-1]
     k = min(m, n)
-    from .._tensor import Tensor
+    from .._creation import eye
 
-    eye = Tensor._make(np.eye(m, k, dtype=lu.dtype.np))
-    return lu[..., :, :k].tril(-1) + eye, lu[..., :k, :].triu()
+    ones = eye(m, k, dtype=lu.dtype, device=lu.device)
+    return lu[..., :, :k].tril(-1) + ones, lu[..., :k, :].triu()
 
 
 def lu_backward(gl, gu, p, low, up):
@@ -124,8 +125,9 @@ def _lu_factor_derivative(grads, lu, piv):
 
 
 def _p_tensor(piv, like):
-    """P (a constant tensor) from saved pivots, read when backward runs."""
-    return _const(_perm_matrix(piv.numpy(), like.shape[-2], like.dtype.np))
+    """P from saved pivots, by `lu_unpack` (an op: AOT autograd traces it, where reading
+    the pivots' values could not be)."""
+    return call(lu_unpack, like.detach(), piv, False, True)[0]
 
 
 def _lu_samples(rng, dt):
@@ -316,10 +318,3 @@ linalg_lu_solve = register(
     save=lambda out, lu, piv, b, left=True, adjoint=False: (lu, piv, out, left, adjoint),
     samples=_lu_solve_samples, nondiff_args=(1,), public="lu_solve",
     saved_names=("LU", "pivots", "result", "left", "adjoint"))
-
-
-def _const(a: np.ndarray):
-    """A tensor without history wrapping `a`."""
-    from .._tensor import Tensor
-
-    return Tensor._make(a)

@@ -1,11 +1,13 @@
-"""Losses whose backward or reduction used to read values while AOT autograd traced them.
+"""Ops whose derivative (or reduction) read values while AOT autograd traced them.
 
 `multilabel_margin_loss` found its pairs (listed target classes against the others) from the
-target's values and `ctc_loss`'s "mean" made its lengths' tensor from NumPy, so a compiled
-graph holding either ran eagerly on aot_eager and inductor. Both now trace: the pairs come
-from ops on the target and the forward's `is_target`, the lengths from a factory. Each case
-compares the compiled loss and input gradient with eager fusegrad's and checks that no graph
-fell back; torch (2.13) is the oracle of the eager values.
+target's values, `ctc_loss`'s "mean" made its lengths' tensor from NumPy, `lu_solve`'s
+backward read the pivots to build P and `householder_product` made its masks from NumPy
+data, so a compiled graph holding any of them ran eagerly on aot_eager and inductor. They
+now trace: the pairs come from ops on the target and the forward's `is_target`, P from
+`lu_unpack`, the lengths and masks from factories. Each case compares the compiled result
+and gradients with eager fusegrad's and checks that no graph fell back; torch (2.13) is the
+oracle of the eager values where cheap.
 """
 
 from __future__ import annotations
@@ -96,3 +98,60 @@ def test_ctc_loss_with_list_lengths_traces(backend, reduction, zero_infinity):
         torch.tensor(lp) * 2, torch.tensor(targets), il, tl, reduction=reduction,
         zero_infinity=zero_infinity).sum().item()), rtol=1e-5)
     np.testing.assert_allclose(want.numpy(), tx.grad.numpy(), rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("left,adjoint", [(True, False), (True, True), (False, False),
+                                          (False, True)])
+def test_lu_solve_backward_traces(backend, left, adjoint):
+    rng = np.random.default_rng(11)
+    a = rng.standard_normal((4, 4)) + 4 * np.eye(4)
+    lu0, piv0 = (t.numpy() for t in torch.linalg.lu_factor(torch.tensor(a, dtype=torch.float32)))
+    b0 = rng.standard_normal((4, 4)).astype(np.float32)
+
+    def fn(lib, lu, piv, b):
+        return (lib.linalg.lu_solve(lu, piv, b, left=left, adjoint=adjoint) *
+                lib.arange(16.0).reshape(4, 4)).sum()
+
+    grads = []
+    for lib, run in ((fg, lambda *a: fg.compile(lambda *x: fn(fg, *x), backend=backend)(*a)),
+                     (fg, lambda *a: fn(fg, *a)), (torch, lambda *a: fn(torch, *a))):
+        lu, b = lib.tensor(lu0, requires_grad=True), lib.tensor(b0, requires_grad=True)
+        fg._dynamo.reset()
+        with compiler_fallbacks() as fallbacks:
+            out = run(lu, lib.tensor(piv0), b)
+            out.backward()
+        assert fallbacks == []
+        grads.append([out.item(), lu.grad.numpy(), b.grad.numpy()])
+    for got, want in zip(grads[0], grads[1]):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    for got, want in zip(grads[1], grads[2]):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", ["float32", "complex64"])
+def test_householder_product_backward_traces(backend, dtype):
+    rng = np.random.default_rng(12)
+    x0 = rng.standard_normal((5, 3)) + (1j * rng.standard_normal((5, 3)) if dtype ==
+                                        "complex64" else 0)
+    t0 = rng.random(3) + (0.5j * rng.random(3) if dtype == "complex64" else 0)
+
+    def fn(lib, x, t):
+        return (lib.linalg.householder_product(x, t) * lib.arange(15.0).reshape(5, 3)).sum().abs()
+
+    results = []
+    for compiled in (True, False):
+        dt = getattr(fg, dtype)
+        x, t = fg.tensor(x0, dtype=dt, requires_grad=True), fg.tensor(t0, dtype=dt,
+                                                                      requires_grad=True)
+        fg._dynamo.reset()
+        run = fg.compile(lambda x, t: fn(fg, x, t), backend=backend) if compiled else \
+            (lambda x, t: fn(fg, x, t))
+        with compiler_fallbacks() as fallbacks:
+            out = run(x, t)
+            out.backward()
+        assert fallbacks == []
+        results.append([out.item(), x.grad.numpy(), t.grad.numpy()])
+    for got, want in zip(*results):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
