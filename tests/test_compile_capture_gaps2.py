@@ -577,3 +577,29 @@ def test_init_fills_trace(fill, backend):
         got = fg.compile(f, backend=backend)(x)
     assert fallbacks == []
     np.testing.assert_array_equal(got.numpy(), f(x).numpy())
+
+
+# ---------------------------------------------------------------- fractional max pooling
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("n", [2, 3])
+def test_fractional_max_pool_is_captured(n, backend):
+    """The windows' positions are an op (`_fractional_max_pool_indices`, placed from the
+    random samples when it runs), so the layer stays in the graph where its NumPy placement
+    broke it; values, indices and the input's gradient as eager's after the same seed."""
+    shape = (2, 3, 9, 9) if n == 2 else (2, 3, 7, 7, 7)
+    layer = (fg.nn.FractionalMaxPool2d if n == 2 else fg.nn.FractionalMaxPool3d)(
+        2, output_size=4, return_indices=True)
+    results = []
+    for compiled in (False, True):
+        x = _data(fg, 9, *shape, grad=True)
+        fg._dynamo.reset()
+        fg._dynamo.utils.counters.clear()
+        run = fg.compile(layer, backend=backend) if compiled else layer
+        fg.manual_seed(5)
+        out, idx = run(x)
+        (out * out).sum().backward()
+        results.append((out.detach().numpy(), idx.numpy(), x.grad.numpy()))
+    assert not fg._dynamo.utils.counters["graph_break"]
+    for got, want in zip(*results):
+        np.testing.assert_array_equal(got, want)

@@ -29,7 +29,7 @@ from fusegrad.ops import REGISTRY  # noqa: E402
 # Registry entries that are fusegrad's own helpers, with no ATen twin: they are checked by
 # gradcheck and meta only.
 # (The pooling picks' layers are compared with PyTorch's in tests/test_nn_pooling_picks.py.)
-NO_ATEN = {"_strided_transfer", "_fractional_max_pool2d_values",
+NO_ATEN = {"_strided_transfer", "_fractional_max_pool2d_values", "_fractional_max_pool_indices",
            "_fractional_max_pool3d_values", "_adaptive_max_pool3d_values",
            # the per-tensor steps of `_foreach_maximum_`/`minimum_`, whose ATen twins take
            # lists (compared against torch's foreach functions in test_eager_leftovers7.py)

@@ -19,22 +19,6 @@ from ..ops import pooling as PL
 from ..ops import pooling_picks as PP
 
 
-def _all_starts(samples: np.ndarray, input_size: int, output_size: int,
-                pool: int) -> np.ndarray:
-    """The window starts of one dimension, (planes, output_size), from each plane's sample
-    in [0, 1) (float64): PyTorch's interval formula, int((i + s) * alpha) - int(s * alpha)
-    with alpha = (input - pool) / (output - 1), the last window at the input's end."""
-    out = np.empty((samples.shape[0], output_size), dtype=np.int64)
-    if output_size > 1:
-        alpha = (input_size - pool) / (output_size - 1)
-        i = np.arange(output_size - 1, dtype=np.float64)
-        s = samples[:, None]
-        out[:, :-1] = np.trunc((i + s) * alpha).astype(np.int64) - \
-            np.trunc(s * alpha).astype(np.int64)
-    out[:, output_size - 1] = input_size - pool
-    return out
-
-
 def _tuple(v, n: int) -> tuple:
     return (v,) * n if isinstance(v, numbers.Number) else tuple(v)
 
@@ -80,7 +64,6 @@ def _fractional(input: Tensor, kernel_size, output_size, output_ratio, samples, 
     batched = input.dim() == n + 2
     x = input if batched else input.unsqueeze(0)
     lead = tuple(x.shape[:2])
-    planes = lead[0] * lead[1]
     if samples is None and not input.is_meta:  # (a meta input draws nothing, as PyTorch's)
         samples = fusegrad.rand(lead[0], lead[1], n, dtype=input.dtype)
     if _autocast.active():
@@ -90,43 +73,15 @@ def _fractional(input: Tensor, kernel_size, output_size, output_ratio, samples, 
             input, kernel_size, output_size, output_ratio, samples, n, order, name), {})
     if input.is_meta:  # (no values to place windows by: the indices' geometry only)
         return _picked(input, (lead if batched else lead[1:]) + out, n)
-    draws = samples.detach().numpy().astype(np.float64).reshape(planes, n)
-    values = x.detach().numpy().reshape((planes,) + sizes)
-    strides = [int(np.prod(sizes[i + 1:])) for i in range(n)]
-    index = _window_maxima(values, draws, order, sizes, out, kernel, strides)
-    idx = Tensor._make(index.reshape((lead if batched else lead[1:]) + out), _dtype.int64)
+    # (the positions by an op: a compiled program traces it, its windows placed at run time)
+    idx = call(PP.fractional_max_pool_indices, x.detach(), samples.detach(), list(kernel),
+               list(out), list(order))
+    if not batched:
+        idx = idx.squeeze(0)
     # The maxima picked from the input (PyTorch's node; the gradient flows back to the
     # chosen positions).
     op = PP.fractional_max_pool2d_values if n == 2 else PP.fractional_max_pool3d_values
     return call(op, input, idx), idx
-
-
-def _window_maxima(values: np.ndarray, draws: np.ndarray, order: tuple, sizes: tuple,
-                   out: tuple, kernel: tuple, strides: list) -> np.ndarray:
-    """The flat position of each window's maximum (the first; a NaN wins), all planes at
-    once: `values` (planes, *sizes), `draws` (planes, n) the planes' samples."""
-    n = len(sizes)
-    planes = values.shape[0]
-    # per dimension: window starts (planes, out_i) and each window's cells
-    # (planes, out_i, k_i), shaped to broadcast as (planes, out_0, k_0, out_1, k_1, ...)
-    starts, grids = [], [np.arange(planes).reshape((planes,) + (1,) * (2 * n))]
-    for i in range(n):
-        first = _all_starts(draws[:, order[i]], sizes[i], out[i], kernel[i])
-        starts.append(first)
-        cells = first[:, :, None] + np.arange(kernel[i])
-        shape = [planes] + [1] * (2 * n)
-        shape[1 + 2 * i], shape[2 + 2 * i] = out[i], kernel[i]
-        grids.append(cells.reshape(shape))
-    block = values[tuple(grids)]  # (planes, out_0, k_0, out_1, k_1, ...)
-    axes = [0] + list(range(1, 2 * n + 1, 2)) + list(range(2, 2 * n + 1, 2))
-    windows = block.transpose(axes).reshape((planes,) + out + (int(np.prod(kernel)),))
-    best = np.unravel_index(windows.argmax(-1), kernel)
-    flat = np.zeros((planes,) + out, dtype=np.int64)
-    for i in range(n):
-        shape = [planes] + [1] * n
-        shape[1 + i] = out[i]
-        flat += (starts[i].reshape(shape) + best[i]) * strides[i]
-    return flat
 
 
 def _picked(input: Tensor, shape: tuple, n: int, op=None) -> tuple:

@@ -3,13 +3,16 @@
 node PyTorch records for the layer (`FractionalMaxPool2DBackward0`...) and its backward,
 each position's gradient summed (windows may overlap, as fractional ones do).
 
-The positions are the layer's `indices` output, computed by `nn._functional_fractional`;
-these ops pick the values and carry the history."""
+The positions are the layer's `indices` output: fractional pooling's by an op of their own
+here (`fractional_max_pool_indices`, its windows placed by each plane's random sample),
+3-D adaptive pooling's by `nn._functional_fractional`; these ops pick the values and carry the
+history."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from .. import _dtype
 from ._util import Spec, numpy_backward, rand_array, wrap_grad
 from .registry import Sample, register
 
@@ -88,3 +91,77 @@ fractional_max_pool3d_values = _register_pick(
     "fractional_max_pool3d_backward")
 adaptive_max_pool3d_values = _register_pick(
     "_adaptive_max_pool3d_values", "AdaptiveMaxPool3DBackward0", 3)
+
+
+# ---------------------------------------------------------------- fractional windows
+
+
+def _all_starts(samples: np.ndarray, input_size: int, output_size: int,
+                pool: int) -> np.ndarray:
+    """The window starts of one dimension, (planes, output_size), from each plane's sample
+    in [0, 1) (float64): PyTorch's interval formula, int((i + s) * alpha) - int(s * alpha)
+    with alpha = (input - pool) / (output - 1), the last window at the input's end."""
+    out = np.empty((samples.shape[0], output_size), dtype=np.int64)
+    if output_size > 1:
+        alpha = (input_size - pool) / (output_size - 1)
+        i = np.arange(output_size - 1, dtype=np.float64)
+        s = samples[:, None]
+        out[:, :-1] = np.trunc((i + s) * alpha).astype(np.int64) - \
+            np.trunc(s * alpha).astype(np.int64)
+    out[:, output_size - 1] = input_size - pool
+    return out
+
+
+def _window_maxima(values: np.ndarray, draws: np.ndarray, order: tuple, sizes: tuple,
+                   out: tuple, kernel: tuple, strides: list) -> np.ndarray:
+    """The flat position of each window's maximum (the first; a NaN wins), all planes at
+    once: `values` (planes, *sizes), `draws` (planes, n) the planes' samples."""
+    n = len(sizes)
+    planes = values.shape[0]
+    # per dimension: window starts (planes, out_i) and each window's cells
+    # (planes, out_i, k_i), shaped to broadcast as (planes, out_0, k_0, out_1, k_1, ...)
+    starts, grids = [], [np.arange(planes).reshape((planes,) + (1,) * (2 * n))]
+    for i in range(n):
+        first = _all_starts(draws[:, order[i]], sizes[i], out[i], kernel[i])
+        starts.append(first)
+        cells = first[:, :, None] + np.arange(kernel[i])
+        shape = [planes] + [1] * (2 * n)
+        shape[1 + 2 * i], shape[2 + 2 * i] = out[i], kernel[i]
+        grids.append(cells.reshape(shape))
+    block = values[tuple(grids)]  # (planes, out_0, k_0, out_1, k_1, ...)
+    axes = [0] + list(range(1, 2 * n + 1, 2)) + list(range(2, 2 * n + 1, 2))
+    windows = block.transpose(axes).reshape((planes,) + out + (int(np.prod(kernel)),))
+    best = np.unravel_index(windows.argmax(-1), kernel)
+    flat = np.zeros((planes,) + out, dtype=np.int64)
+    for i in range(n):
+        shape = [planes] + [1] * n
+        shape[1 + i] = out[i]
+        flat += (starts[i].reshape(shape) + best[i]) * strides[i]
+    return flat
+
+
+def _fractional_indices_kernel(x, samples, kernel, out, order):
+    """Flat positions of each window's maximum in (N, C, *sizes) `x`, the windows placed by
+    (N, C, n) `samples` in [0, 1); `order[i]`: the sample entry placing dimension i's."""
+    n = len(kernel)
+    lead, sizes = x.shape[:2], tuple(x.shape[2:])
+    planes = int(lead[0] * lead[1])
+    draws = np.asarray(samples, np.float64).reshape(planes, n)
+    values = x.reshape((planes,) + sizes)
+    strides = [int(np.prod(sizes[i + 1:])) for i in range(n)]
+    index = _window_maxima(values, draws, tuple(order), sizes, tuple(out), tuple(kernel),
+                           strides)
+    return index.reshape(tuple(lead) + tuple(out))
+
+
+def _fractional_indices_samples(rng, dt):
+    return [Sample((rand_array(rng, (2, 3) + (7,) * n, dt), rng.random((2, 3, n)).astype(dt),
+                    [2] * n, [4] * n, list(range(n))[::-1]), name=f"{n}-D")
+            for n in (2, 3)]
+
+
+fractional_max_pool_indices = register(
+    "_fractional_max_pool_indices", kernel=_fractional_indices_kernel,
+    meta=lambda x, samples, kernel, out, order: Spec(
+        tuple(x.shape[:2]) + tuple(out), _dtype.int64),
+    differentiable=False, samples=_fractional_indices_samples)
