@@ -11,6 +11,7 @@ a GPT of 2 layers, 2 heads, 32 dimensions and a vocabulary of 64.
 
 from __future__ import annotations
 
+import copy
 import functools
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -262,23 +263,51 @@ ZOO = ("mlp", "lenet5", "resnet18", "resnet50", "gpt", "lstm_lm", "transformer_e
        "multihead_attention")
 
 
-def build(name: str, train: bool = True, seed: int = 0, double: bool = False) -> Pair:
-    """The model `name` in fusegrad and torch with the same weights, in train or eval mode
-    (`double`: parameters, buffers and float inputs in float64, where float32 rounding would
-    hide a difference, e.g. batch norm over two values in train mode)."""
+# The last pair built, untouched (see `build`): (name, seed, double) -> (torch model, fusegrad
+# model, torch's random state after the build). One entry only: a ResNet-50 pair in float64
+# holds some 400 MB.
+_LAST: dict = {}
+
+
+def _pristine(name: str, seed: int, double: bool) -> tuple:
+    """Both models built from `seed` with equal weights (never handed out: `build` returns
+    copies) and torch's random state after the build."""
     import torch
 
     import fusegrad
 
-    torch.manual_seed(seed)
-    th = _models(name, torch)
-    fg = _models(name, fusegrad)
-    if double:
-        th.double()
-        fg.double()
-    state = {k: fusegrad.tensor(v.detach().numpy().copy()) for k, v in
-             th.state_dict().items()}
-    fg.load_state_dict(state, strict=True)
+    key = (name, seed, double)
+    if key not in _LAST:
+        _LAST.clear()
+        torch.manual_seed(seed)
+        th = _models(name, torch)
+        fg = _models(name, fusegrad)
+        if double:
+            th.double()
+            fg.double()
+        state = {k: fusegrad.tensor(v.detach().numpy().copy()) for k, v in
+                 th.state_dict().items()}
+        fg.load_state_dict(state, strict=True)
+        _LAST[key] = (th, fg, torch.get_rng_state())
+    return _LAST[key]
+
+
+def build(name: str, train: bool = True, seed: int = 0, double: bool = False) -> Pair:
+    """The model `name` in fusegrad and torch with the same weights, in train or eval mode
+    (`double`: parameters, buffers and float inputs in float64, where float32 rounding would
+    hide a difference, e.g. batch norm over two values in train mode).
+
+    Each call returns new models: deep copies of a pair built once for consecutive calls with
+    the same name, seed and precision (building a ResNet-50 initialises its weights in both
+    libraries, some ten times the time of copying them), and torch's random state is left as
+    the build leaves it."""
+    import torch
+
+    import fusegrad
+
+    th0, fg0, rng_state = _pristine(name, seed, double)
+    th, fg = copy.deepcopy(th0), copy.deepcopy(fg0)
+    torch.set_rng_state(rng_state)
     th.train(train)
     fg.train(train)
     args, kwargs = _inputs(name, np.random.default_rng(seed))

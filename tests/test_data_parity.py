@@ -60,11 +60,19 @@ def test_worker_numpy_draws_and_persistent_workers_as_torch():
 
 def _stop_iteration(lib):
     L = LIBS[lib]
-    out = [_lists(L.utils.data.DataLoader(StopAt5(), batch_size=bs, num_workers=nw))
-           for nw, bs in [(0, 2), (2, 2), (2, None)]]
+    out = []
+    for nw, bs in [(0, 2), (2, 2), (2, None)]:
+        it = iter(L.utils.data.DataLoader(StopAt5(), batch_size=bs, num_workers=nw))
+        out.append(_lists(it))
+        # The rest of the pass, to its end, which stops the workers now: an iterator whose
+        # pass stopped at the dataset's StopIteration is kept alive by that exception's
+        # traceback (a reference cycle), and torch's, left to the cyclic collector, finds
+        # its queues already closed and waits out its workers' join timeout (5 s each).
+        out.append(_lists(it))
     it = iter(L.utils.data.DataLoader(StopAt5(), batch_size=2, num_workers=2))
     out.append(_lists(it))
     out.append(next(it).tolist())  # the pass goes on after the error, as in torch
+    out.append(_lists(it))
     return out
 
 

@@ -149,6 +149,10 @@ def test_worker_error_is_raised_in_main_process():
     assert next(it).tolist() == [2, 3]
     with pytest.raises(KeyError, match="Caught KeyError in DataLoader worker process 0"):
         next(it)
+    # The pass goes on after the error; running it to its end stops the workers now, where
+    # the iterator (held by the exception's traceback, a reference cycle) left to the cyclic
+    # collector would find its queues closed and wait out the workers' join timeout.
+    assert _flat(it) == [[6, 7]]
 
 
 def test_worker_seeds_differ_and_options_validated():

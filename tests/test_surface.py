@@ -13,6 +13,7 @@ import os
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import ast  # noqa: E402
+import collections  # noqa: E402
 import inspect  # noqa: E402
 import pathlib  # noqa: E402
 
@@ -292,31 +293,47 @@ _OTHER_VOCABULARIES = {
 }
 
 
+def _nodes(tree):
+    """The nodes of `tree` in `ast.walk`'s order, read from each node's fields directly (the
+    source tree's million nodes made `ast.walk`'s generators most of this module's time)."""
+    todo = collections.deque([tree])
+    AST = ast.AST
+    while todo:
+        node = todo.popleft()
+        for field in node._fields:
+            value = getattr(node, field, None)
+            if isinstance(value, list):
+                todo.extend(v for v in value if isinstance(v, AST))
+            elif isinstance(value, AST):
+                todo.append(value)
+        yield node
+
+
 def _string_collections(tree):
     """The string elements of each literal collection (and `"a b c".split()`) in `tree`,
     leaving out `__all__`, which lists a module's exports."""
     exports = set()
-    for node in ast.walk(tree):
-        targets = node.targets if isinstance(node, ast.Assign) else \
-            [node.target] if isinstance(node, ast.AugAssign) else []
-        if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
-            exports.update(id(n) for n in ast.walk(node.value))
-    for node in ast.walk(tree):
-        if id(node) in exports:
-            continue
-        if isinstance(node, (ast.Set, ast.List, ast.Tuple)):
-            items = node.elts
+    found = []  # (node, line, strings), in walk order
+    for node in _nodes(tree):
+        if isinstance(node, (ast.Assign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
+                exports.update(id(n) for n in ast.walk(node.value))
+        elif isinstance(node, (ast.Set, ast.List, ast.Tuple)):
+            found.append((node, node.lineno, [i.value for i in node.elts if
+                                              isinstance(i, ast.Constant)
+                                              and isinstance(i.value, str)]))
         elif isinstance(node, ast.Dict):
-            items = [k for k in node.keys if k is not None]
+            found.append((node, node.lineno, [k.value for k in node.keys if
+                                              k is not None and isinstance(k, ast.Constant)
+                                              and isinstance(k.value, str)]))
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
                 node.func.attr == "split" and isinstance(node.func.value, ast.Constant) and \
                 isinstance(node.func.value.value, str):
-            yield node.lineno, node.func.value.value.split()
-            continue
-        else:
-            continue
-        yield node.lineno, [i.value for i in items
-                            if isinstance(i, ast.Constant) and isinstance(i.value, str)]
+            found.append((node, node.lineno, node.func.value.value.split()))
+    for node, line, strings in found:
+        if id(node) not in exports:
+            yield line, strings
 
 
 def _op_name_lists(source: str, names: set) -> list:
