@@ -365,3 +365,37 @@ def test_workers_exit_when_main_process_is_killed():
         for p in workers:  # leave nothing behind if the workers did not exit
             if _alive(p):
                 os.kill(p, signal.SIGKILL)
+
+
+class _FailsAtFive(fud.Dataset):
+    def __len__(self):
+        return 64
+
+    def __getitem__(self, i):
+        if i == 5:
+            raise ValueError("boom")
+        return i
+
+
+def test_an_iterator_collected_after_an_error_does_not_wait_for_its_workers():
+    """A pass left at an error and collected later (its queues already closed, so the stop
+    message never reaches the workers): the workers see the stop on their next idle poll
+    (0.5 s) instead of shutdown waiting `_POLL_S` (5 s) for each of them."""
+    import gc
+
+    from fusegrad.utils.data import _worker
+
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        it = iter(fud.DataLoader(_FailsAtFive(), batch_size=2, num_workers=2))
+        with pytest.raises(ValueError, match="boom"):
+            for _ in it:
+                pass
+        start = time.monotonic()
+        del it
+        gc.collect()
+        assert time.monotonic() - start < _worker._POLL_S
+    finally:
+        if enabled:
+            gc.enable()

@@ -179,7 +179,10 @@ def _worker_loop(dataset, fetch_kind: str, collate_fn, drop_last: bool, batch_si
         try:
             task = index_q.get(timeout=_WATCH_S)
         except queue.Empty:
-            if os.getppid() != parent:  # the main process is gone: nobody wants the results
+            # The main process is gone, or told the workers to stop and its message may
+            # never come (an iterator collected late: its queues already closed): nobody
+            # wants the results.
+            if os.getppid() != parent or stopping is not None and stopping.is_set():
                 result_q.cancel_join_thread()
                 return
             continue
