@@ -106,8 +106,29 @@ def shared_object(cc: str, units: list, flags: tuple, key: str):
     os.makedirs(root, exist_ok=True)
     path = os.path.join(root, f"fg_{key}.so")
     if read_entry(path) is None:
-        compile_units(cc, units, path, root, flags)
+        with _build_lock(path):
+            # (another process may have built it while this one waited: test workers and
+            # distributed ranks ask for the same kernels at once)
+            if read_entry(path) is None:
+                compile_units(cc, units, path, root, flags)
     return path
+
+
+@contextlib.contextmanager
+def _build_lock(path: str):
+    """Hold an exclusive lock on `path`'s lock file while building it, so that processes
+    wanting the same entry compile it once (no lock where `fcntl` is missing)."""
+    try:
+        import fcntl
+    except ImportError:  # (not POSIX: each process builds, the install stays atomic)
+        yield
+        return
+    with open(path + ".lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def compile_units(cc: str, units: list, path: str, root: str, flags: tuple) -> None:
