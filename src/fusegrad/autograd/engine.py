@@ -390,9 +390,15 @@ def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, acc
                         # first: `hgrad` is the one this loop keeps.)
                         g = raw = grad_inputs = prev = data = pd = gd = saved = None
                         if _owned_array(hgrad, var._data, 1):
-                            _set_grad_slot(var, make_plain(hgrad))
-                            hgrad = None
-                            continue
+                            # (under `_accumulate`'s lock: a pass in another thread may set
+                            # `.grad` between the test above and this write, and its
+                            # contribution would be lost)
+                            with _ACCUMULATING:
+                                if var._grad is None:
+                                    _set_grad_slot(var, make_plain(hgrad))
+                                    hgrad = None
+                            if hgrad is None:
+                                continue
                 raw = None
                 dirty = True
                 if grads is None:
