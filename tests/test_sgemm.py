@@ -143,3 +143,20 @@ def test_a_small_networks_training_step_matches_torch(threads):
         fusegrad.set_num_threads(n)
         for got, ref in zip(step(fusegrad), want, strict=True):
             np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-6)
+
+
+def test_a_product_into_out_has_the_bits_of_one_without():
+    """`mm(a, b, out=o)` gives the bits of `mm(a, b)`, as PyTorch's out= variants do (the
+    kernel's product, then written into `o`), also where `o` overlaps an operand."""
+    rng = np.random.default_rng(10)
+    a = rng.standard_normal((64, 300)).astype(np.float32)
+    b = rng.standard_normal((300, 64)).astype(np.float32)
+    want = fusegrad.mm(fusegrad.tensor(a), fusegrad.tensor(b)).numpy()
+    out = fusegrad.empty(64, 64)
+    fusegrad.mm(fusegrad.tensor(a), fusegrad.tensor(b), out=out)
+    np.testing.assert_array_equal(out.numpy(), want)
+    square = rng.standard_normal((128, 128)).astype(np.float32)
+    x = fusegrad.tensor(square)
+    want = fusegrad.mm(x, x).numpy()
+    fusegrad.mm(x, x, out=x)
+    np.testing.assert_array_equal(x.numpy(), want)

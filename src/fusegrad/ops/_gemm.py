@@ -81,9 +81,12 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None,
     if a.ndim == 2 == b.ndim and a.shape[0] * a.shape[1] * b.shape[1] <= _blas.SERIAL_MNK:
         # The common small product, first: one piece (under `GEMM_PIECE`), run serially.
         return _plus(np.matmul(a, b) if out is None else np.matmul(a, b, out=out), bias)
-    if out is None and b.ndim == 2 == a.ndim and b.dtype is _F32 is a.dtype and \
+    if b.ndim == 2 == a.ndim and b.dtype is _F32 is a.dtype and \
             (own := _sgemm.product(a, b, bias)) is not None:
-        return own
+        if out is None:
+            return own
+        out[...] = own  # (the same bits as without `out`, as PyTorch's out= variants)
+        return out
     if a.ndim < 2 or b.ndim < 2 or not _blas.available():
         return _plus(np.matmul(a, b, out=out), bias)
     if out is None and b.ndim == 2 == a.ndim and b.dtype is _F32 is a.dtype and \
