@@ -6,8 +6,10 @@ multiply-adds) spend much of their time in OpenBLAS packing operands and in the 
 results independent of the thread count (`_gemm.cut`). The kernel here packs nothing: it
 broadcasts the left operand's elements one at a time (any strides) into vectors of the right
 operand's rows, so a linear layer's weight gradient `g.T @ x` reads both where they lie, and a
-forward `x @ W.T` is computed transposed, `(W @ x.T).T`, with the batch transposed into a
-buffer and the result transposed back with its row of biases added. Each element is one sum
+forward `x @ W.T` is computed transposed, `(W @ x.T).T`: each panel of 32 batch rows is
+transposed by the piece that multiplies it and written back as its rows of the result with
+the row of biases (`fg_sgemm_nt_f32`: the cores sharing the panels each keep their own
+data). Each element is one sum
 over the shared dimension in order, so any cut of the columns, and so any thread count, gives
 the same bits: the C workers share the column panels (`_native.run_pieces`).
 
@@ -40,6 +42,7 @@ _F32 = np.dtype(np.float32)
 _ITEM = 4
 _SIGNATURE = "pppp" + "i" * 9
 _TRANSPOSE = "ppp" + "i" * 5
+_NT_SIGNATURE = "ppppp" + "i" * 8
 
 
 class _State:
@@ -117,6 +120,19 @@ def product(a: np.ndarray, b: np.ndarray, bias: np.ndarray | None) -> np.ndarray
         return out
     if sb[0] != 1:
         return None
+    if sa[1] == 1:
+        # A batch times a weight's transpose (`x @ W.T`): each row panel transposes its own
+        # rows of A and writes its own rows of C (`fg_sgemm_nt_f32`), so the cores sharing
+        # the panels each keep their data (a transposition of all of A by this thread, half
+        # of it then read by the other core, cost the second core's gain).
+        panels = -(-m // PANEL)
+        work = np.empty(panels * k * PANEL, _F32)
+        out = np.empty((m, n), _F32)
+        _native.run_pieces(_native.function("sgemm", "fg_sgemm_nt_f32", _NT_SIGNATURE),
+                           (address(a), address(b), address(out),
+                            None if bias is None else address(bias), address(work), sa[0],
+                            sb[1], n, m, k, n), (), panels, mnk)
+        return out
     # B's columns are runs (a weight's transpose): C^T = B^T @ A^T, A^T's rows runs.
     transpose = _native.function("sgemm", "fg_transpose_f32", _TRANSPOSE)
     if sa[0] == 1:

@@ -87,6 +87,72 @@ void fg_sgemm_f32(const float *a, const float *b, float *c, const float *bias, i
     }
 }
 
+/* The 8 x 8 block of src at (i, j) (rows of unit stride, row stride rs), transposed into
+   `o` (eight vectors: o[q] holds src's column j + q, rows i..i + 7). */
+static inline void transpose8(const float *s, i64 rs, __m256 *o) {
+    __m256 r0 = _mm256_loadu_ps(s), r1 = _mm256_loadu_ps(s + rs),
+           r2 = _mm256_loadu_ps(s + 2 * rs), r3 = _mm256_loadu_ps(s + 3 * rs),
+           r4 = _mm256_loadu_ps(s + 4 * rs), r5 = _mm256_loadu_ps(s + 5 * rs),
+           r6 = _mm256_loadu_ps(s + 6 * rs), r7 = _mm256_loadu_ps(s + 7 * rs);
+    __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1),
+           t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3),
+           t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5),
+           t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE),
+           u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE),
+           u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE),
+           u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    o[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+    o[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+    o[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+    o[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+    o[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+    o[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+    o[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+    o[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
+#define NT_TILE(R) \
+    case R: tile(R, w + j * ldw, ldw, 1, panel, NR, block, NR, 0, k, full); break;
+
+/* Row panels first..last - 1 (NR rows each) of C = X @ W^T (+ bias): X's rows (m x k) and
+   W's rows (n x k) runs of unit stride (row strides ldx, ldw), C row-major (ldc). Each panel
+   transposes its own rows of X into its part of `work` (k x NR values per panel) and writes
+   its own rows of C, so a core reads and writes its panel's data alone: the products are
+   the `fg_sgemm_f32` tile's, the same bits as `(W @ X^T)^T` computed whole. */
+void fg_sgemm_nt_f32(const float *x, const float *w, float *c, const float *bias, float *work,
+                     i64 ldx, i64 ldw, i64 ldc, i64 m, i64 k, i64 n, i64 first, i64 last) {
+    const __mmask16 full[NV] = {0xffff, 0xffff};
+    float block[MR * NR];
+    for (i64 p = first; p < last; p++) {
+        const i64 i0 = p * NR, rows = m - i0 < NR ? m - i0 : NR;
+        float *panel = work + p * k * NR;  /* panel[q * NR + r] = X[i0 + r][q] */
+        i64 r0 = 0;
+        if ((k & 7) == 0)
+            for (; r0 + 8 <= rows; r0 += 8)
+                for (i64 q = 0; q < k; q += 8) {
+                    __m256 o[8];
+                    transpose8(x + (i0 + r0) * ldx + q, ldx, o);
+                    for (int t = 0; t < 8; t++) _mm256_storeu_ps(panel + (q + t) * NR + r0, o[t]);
+                }
+        for (i64 r = r0; r < NR; r++)
+            for (i64 q = 0; q < k; q++)
+                panel[q * NR + r] = r < rows ? x[(i0 + r) * ldx + q] : 0.0f;
+        for (i64 j = 0; j < n; j += MR) {
+            const int mr = n - j < MR ? (int)(n - j) : MR;
+            switch (mr) {  /* block[t * NR + col] = C[i0 + col][j + t] */
+                NT_TILE(1) NT_TILE(2) NT_TILE(3) NT_TILE(4) NT_TILE(5) NT_TILE(6) NT_TILE(7)
+                NT_TILE(8) NT_TILE(9) NT_TILE(10) NT_TILE(11) NT_TILE(12)
+                default: break;
+            }
+            for (i64 col = 0; col < rows; col++)
+                for (int t = 0; t < mr; t++)
+                    c[(i0 + col) * ldc + j + t] = bias ? block[t * NR + col] + bias[j + t]
+                                                       : block[t * NR + col];
+        }
+    }
+}
+
 /* dst (cols x rows, row-major, row stride `ld`) = the transpose of src (rows x cols, element
    (i, j) at src[i * rs + j * cs]), plus bias[i] in dst's column i if `bias` is not null
    (a product computed transposed, its row of biases added as it is written back). 8 x 8
