@@ -80,7 +80,7 @@ def own_kernel(on: bool) -> Iterator[None]:
     """Run the block with this kernel allowed or not (not: OpenBLAS takes every product),
     for tests of the other paths and for timing them."""
     before = _state.on
-    _state.on = bool(on and _available()) if on else False
+    _state.on = None if on else False  # (None: decided again on first use)
     try:
         yield
     finally:

@@ -164,27 +164,8 @@ void fg_transpose_f32(const float *src, float *dst, const float *bias, i64 rs, i
         for (; i + 8 <= rows; i += 8) {
             i64 j = 0;
             for (; j + 8 <= cols; j += 8) {
-                const float *s = src + i * rs + j;
-                __m256 r0 = _mm256_loadu_ps(s), r1 = _mm256_loadu_ps(s + rs),
-                       r2 = _mm256_loadu_ps(s + 2 * rs), r3 = _mm256_loadu_ps(s + 3 * rs),
-                       r4 = _mm256_loadu_ps(s + 4 * rs), r5 = _mm256_loadu_ps(s + 5 * rs),
-                       r6 = _mm256_loadu_ps(s + 6 * rs), r7 = _mm256_loadu_ps(s + 7 * rs);
-                __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1),
-                       t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3),
-                       t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5),
-                       t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
-                __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE),
-                       u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE),
-                       u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE),
-                       u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-                __m256 o[8] = {_mm256_permute2f128_ps(u0, u4, 0x20),
-                               _mm256_permute2f128_ps(u1, u5, 0x20),
-                               _mm256_permute2f128_ps(u2, u6, 0x20),
-                               _mm256_permute2f128_ps(u3, u7, 0x20),
-                               _mm256_permute2f128_ps(u0, u4, 0x31),
-                               _mm256_permute2f128_ps(u1, u5, 0x31),
-                               _mm256_permute2f128_ps(u2, u6, 0x31),
-                               _mm256_permute2f128_ps(u3, u7, 0x31)};
+                __m256 o[8];
+                transpose8(src + i * rs + j, rs, o);
                 const __m256 add = bias ? _mm256_loadu_ps(bias + i) : _mm256_setzero_ps();
                 for (int q = 0; q < 8; q++)
                     _mm256_storeu_ps(dst + (j + q) * ld + i,
