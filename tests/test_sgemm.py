@@ -88,20 +88,24 @@ def test_nan_and_infinity_propagate_as_in_blas():
     assert np.isnan(got[3]).all() and np.isnan(got[5, 7])
 
 
-def test_any_cut_of_the_panels_gives_the_same_bits():
+@pytest.mark.parametrize("a_columns", [False, True], ids=["a-rows", "a-columns"])
+def test_any_cut_of_the_panels_gives_the_same_bits(a_columns):
     """Each element is one sum in order: panels computed in any ranges, in any order, give
-    the whole call's bits."""
+    the whole call's bits (a call of one panel reads A where it lies, one of more packs it
+    first; A's rows or its columns runs of unit stride)."""
     rng = np.random.default_rng(7)
-    a = rng.standard_normal((50, 333)).astype(np.float32)
+    a = rng.standard_normal((333, 50) if a_columns else (50, 333)).astype(np.float32)
+    a = a.T if a_columns else a
+    sai, sak = (s // 4 for s in a.strides)
     b = rng.standard_normal((333, 170)).astype(np.float32)
     fn = _native.function("sgemm", "fg_sgemm_f32", _sgemm._SIGNATURE)
     panels = -(-170 // _sgemm.PANEL)
     whole = np.empty((50, 170), np.float32)
-    fn(a.ctypes.data, b.ctypes.data, whole.ctypes.data, None, 333, 1, 170, 170, 50, 333, 170,
+    fn(a.ctypes.data, b.ctypes.data, whole.ctypes.data, None, sai, sak, 170, 170, 50, 333, 170,
        0, panels)
     parts = np.full((50, 170), np.nan, np.float32)
     for first, last in ((3, panels), (1, 3), (0, 1)):
-        fn(a.ctypes.data, b.ctypes.data, parts.ctypes.data, None, 333, 1, 170, 170, 50, 333,
+        fn(a.ctypes.data, b.ctypes.data, parts.ctypes.data, None, sai, sak, 170, 170, 50, 333,
            170, first, last)
     np.testing.assert_array_equal(parts, whole)
     np.testing.assert_allclose(whole, _reference(a, b, None), rtol=1e-5, atol=1e-4)

@@ -3,9 +3,11 @@
 
 A small network's products (a 64-sample batch through a 784x128 layer: 6.4 million
 multiply-adds) spend much of their time in OpenBLAS packing operands and in the cuts that keep
-results independent of the thread count (`_gemm.cut`). The kernel here packs nothing: it
-broadcasts the left operand's elements one at a time (any strides) into vectors of the right
-operand's rows, so a linear layer's weight gradient `g.T @ x` reads both where they lie, and a
+results independent of the thread count (`_gemm.cut`). The kernel here reads the right
+operand where it lies: it broadcasts the left operand's elements one at a time into vectors of
+the right operand's rows, the left operand (any strides) first copied into blocks of 12 rows
+step by step where more than one column panel reuses it (a linear layer's weight gradient
+`g.T @ x`: 15-20% faster than broadcasting from where its elements lie), and a
 forward `x @ W.T` is computed transposed, `(W @ x.T).T`: each panel of 32 batch rows is
 transposed by the piece that multiplies it and written back as its rows of the result with
 the row of biases (`fg_sgemm_nt_f32`: the cores sharing the panels each keep their own

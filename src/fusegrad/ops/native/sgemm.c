@@ -4,8 +4,11 @@
    read one element at a time (any strides): the register tile is MR rows of C by NR = 16 * NV
    columns, each of its accumulators a vector of 16 columns, and each step over the shared
    dimension broadcasts one element of A per row and multiplies it into the vectors of B's
-   row. Nothing is packed: a linear layer's weight gradient (A the transposed gradient, B the
-   batch) reads both operands where they lie.
+   row. B is read where it lies; A, reused by every column panel, is first copied into blocks
+   of MR rows laid out step by step (`pack_rows`), so that a step's MR elements lie together
+   and the tile broadcasts them from one pointer at fixed offsets (read where they lay, at a
+   run-time stride, the MR row pointers did not fit the registers and the tile ran 15-20%
+   slower).
 
    Every element of C is one accumulator summed over the shared dimension in order, from zero,
    then the bias added: its bits do not depend on the tile it falls in, on the range of panels
@@ -15,6 +18,7 @@
    `fg_sgemm_available` says whether the products are here. */
 
 #include <stdint.h>
+#include <stdlib.h>
 
 typedef int64_t i64;
 
@@ -59,14 +63,35 @@ static inline __attribute__((always_inline)) void tile(
         }
 }
 
+/* A's rows i..i + mr - 1 (element (i, p) at a[i * sai + p * sak]) as one block:
+   out[p * MR + r] = A[i + r][p]. Runs of A's columns (sai 1) are copied whole. */
+static void pack_rows(const float *a, i64 sai, i64 sak, i64 i, int mr, i64 k, float *out) {
+    a += i * sai;
+    if (sai == 1) {
+        const __mmask16 m = (__mmask16)((1u << mr) - 1);
+        for (i64 p = 0; p < k; p++)
+            _mm512_mask_storeu_ps(out + p * MR, m, _mm512_maskz_loadu_ps(m, a + p * sak));
+        return;
+    }
+    for (i64 p = 0; p < k; p++)
+        for (int r = 0; r < mr; r++) out[p * MR + r] = a[r * sai + p * sak];
+}
+
 #define TAIL(R) \
-    case R: tile(R, a + i * sai, sai, sak, bj, ldb, cj + i * ldc, ldc, bb, k, mk); break;
+    case R: tile(R, ai, ri, ki, bj, ldb, cj + i * ldc, ldc, bb, k, mk); break;
 
 /* Panels first..last - 1 (NR columns each; the last may be narrower) of C = A @ B (+ bias):
    A element (i, p) at a[i * sai + p * sak] (m x k), B row p at b + p * ldb (k x n), C row i
-   at c + i * ldc, `bias` (n values) or null. */
+   at c + i * ldc, `bias` (n values) or null. Where the call has two panels or more, A is
+   packed first (`pack_rows`; each call packs its own copy, so pieces on other threads share
+   nothing they write); the products are the same either way. */
 void fg_sgemm_f32(const float *a, const float *b, float *c, const float *bias, i64 sai,
                   i64 sak, i64 ldb, i64 ldc, i64 m, i64 k, i64 n, i64 first, i64 last) {
+    const i64 blocks = (m + MR - 1) / MR;
+    float *packed = last - first >= 2 ? malloc((size_t)(blocks * MR * k) * sizeof(float)) : 0;
+    if (packed)
+        for (i64 i = 0; i < m; i += MR)
+            pack_rows(a, sai, sak, i, m - i < MR ? (int)(m - i) : MR, k, packed + i * k);
     for (i64 panel = first; panel < last; panel++) {
         const i64 j = panel * NR, cols = n - j < NR ? n - j : NR;
         __mmask16 mk[NV];
@@ -77,14 +102,21 @@ void fg_sgemm_f32(const float *a, const float *b, float *c, const float *bias, i
         const float *bj = b + j, *bb = bias ? bias + j : 0;
         float *cj = c + j;
         i64 i = 0;
-        for (; i + MR <= m; i += MR)
-            tile(MR, a + i * sai, sai, sak, bj, ldb, cj + i * ldc, ldc, bb, k, mk);
+        if (packed)  /* (strides 1 and MR known here: broadcasts at fixed offsets) */
+            for (; i + MR <= m; i += MR)
+                tile(MR, packed + i * k, 1, MR, bj, ldb, cj + i * ldc, ldc, bb, k, mk);
+        else
+            for (; i + MR <= m; i += MR)
+                tile(MR, a + i * sai, sai, sak, bj, ldb, cj + i * ldc, ldc, bb, k, mk);
+        const float *ai = packed ? packed + i * k : a + i * sai;
+        const i64 ri = packed ? 1 : sai, ki = packed ? MR : sak;
         switch (m - i) {
             TAIL(1) TAIL(2) TAIL(3) TAIL(4) TAIL(5) TAIL(6) TAIL(7) TAIL(8) TAIL(9) TAIL(10)
             TAIL(11)
             default: break;
         }
     }
+    free(packed);
 }
 
 /* The 8 x 8 block of src at (i, j) (rows of unit stride, row stride rs), transposed into
