@@ -1504,17 +1504,7 @@ _RUNS = [(p, b) for p in COMPILED for b in ("eager", "aot_eager", "inductor")
 # Programs (with the backend) one of whose graphs AOT autograd cannot trace yet, so that it
 # runs eagerly or as FX code instead (the values are still compared); each gap's minimal
 # repro. When a gap closes its test fails here, to be taken off the list.
-_AOT_GAPS = {
-    ("contrastive_simclr_clip", "inductor"):
-        "a BatchNorm1d in training mode applied twice in one graph (SimCLR's two views) is not "
-        "traced for inductor: with bn = fg.nn.BatchNorm1d(4) and a = fg.randn(5, 4, "
-        "requires_grad=True), fg.compile(lambda a: (bn(a) * bn(a * 2)).sum(), "
-        "backend='inductor')(a) logs 'AOT autograd cannot trace forward; it runs eagerly: "
-        "RuntimeError: one of the variables needed for gradient computation has been "
-        "modified by an inplace operation: [torch.FloatTensor [4]] is at version 2; expected "
-        "version 1 instead' (the second update of the running statistics); aot_eager traces "
-        "it",
-}
+_AOT_GAPS: dict = {}
 
 
 @pytest.mark.parametrize("prog,backend", _RUNS,

@@ -399,9 +399,13 @@ class Tracer(_dispatch.DispatchMode):
             # Autograd records `op` itself afterwards (as PyTorch, which decomposes below
             # autograd), so the inner calls record nothing (nor their grad mode).
             mode, self.grad_mode = self.grad_mode, None
+            # (A non-in-place op's inputs: their version counts before the decomposition.)
+            counts = None if op.inplace else _version_counts(args)
             try:
                 with self, no_grad():
                     out = fn(*args)
+                    if counts:
+                        self._restore_versions(counts)
                     if self._decomposition_agrees(op, args, out):
                         # The decomposition's last op decides its result's layout (a
                         # softmax ends in a division, which follows its operands); eager's
@@ -424,6 +428,23 @@ class Tracer(_dispatch.DispatchMode):
         out = self._compute(op, args)
         self._bind(op, args, out, self.emit(overload_of(op), mapped))
         return out
+
+    def _restore_versions(self, counts: list) -> None:
+        """Put back the version counts a decomposition changed on its op's inputs (`counts`:
+        (counter, count before) pairs): an op that is not in place and still writes an input
+        (training batch norm's running statistics) does so in its kernel without counting a
+        change, as PyTorch's, so a node that saved the input (the op's own, or an earlier
+        call's on the same buffers) unpacks it in the backward; the decomposition writes with
+        copies, which count. The entries that recorded the new count take the old one."""
+        for vc, before in counts:
+            now = vc[0]
+            if now == before:
+                continue
+            vc[0] = before
+            for t in self._by_vc.get(id(vc), ()):
+                e = self._entries.get(id(t))
+                if e is not None and e[0] is t and e[2] == now:
+                    e[2] = before
 
     def _decomposition_agrees(self, op, args, out) -> bool:
         """Whether decomposition result `out` has the dtypes and shapes of `op`'s own results
@@ -686,3 +707,14 @@ class Tracer(_dispatch.DispatchMode):
             if extras is not None and (extras.pre_hooks or extras.post_hooks
                                        or extras.tensor_pre_hooks or extras.retains_grad):
                 raise AOTUnsupported("a hook on an autograd node inside the graph")
+
+
+def _version_counts(args) -> list:
+    """(version counter, its count) of each tensor among `args`, one per counter (inference
+    tensors count none)."""
+    counts, seen = [], set()
+    for a in args:
+        if isinstance(a, Tensor) and a._vc.__class__ is list and id(a._vc) not in seen:
+            seen.add(id(a._vc))
+            counts.append((a._vc, a._vc[0]))
+    return counts
