@@ -2,12 +2,12 @@
 
 `multilabel_margin_loss` found its pairs (listed target classes against the others) from the
 target's values, `ctc_loss`'s "mean" made its lengths' tensor from NumPy, `lu_solve`'s
-backward read the pivots to build P and `householder_product` made its masks from NumPy
-data, so a compiled graph holding any of them ran eagerly on aot_eager and inductor. They
-now trace: the pairs come from ops on the target and the forward's `is_target`, P from
-`lu_unpack`, the lengths and masks from factories. Each case compares the compiled result
-and gradients with eager fusegrad's and checks that no graph fell back; torch (2.13) is the
-oracle of the eager values where cheap.
+backward read the pivots to build P, and `householder_product` made its masks and `pdist`'s
+backward its pairs of rows from NumPy data, so a compiled graph holding any of them ran
+eagerly on aot_eager and inductor. They now trace: the pairs come from ops on the target and
+the forward's `is_target`, P from `lu_unpack`, the lengths, masks and pairs of rows from
+factories. Each case compares the compiled result and gradients with eager fusegrad's and
+checks that no graph fell back; torch (2.13) is the oracle of the eager values where cheap.
 """
 
 from __future__ import annotations
@@ -155,3 +155,19 @@ def test_householder_product_backward_traces(backend, dtype):
         results.append([out.item(), x.grad.numpy(), t.grad.numpy()])
     for got, want in zip(*results):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("n,p", [(5, 2.0), (4, 1.0), (6, 3.0), (3, float("inf")), (1, 2.0)])
+def test_pdist_backward_traces(backend, n, p):
+    """pdist's backward takes its pairs of rows from `triu_indices` (made from NumPy data,
+    they stopped the trace); torch gives the eager values."""
+    x0 = np.random.default_rng(n).standard_normal((n, 3))
+    x = fg.tensor(x0, dtype=fg.float32, requires_grad=True)
+    ref, want, out, got = _both(lambda x: fg.nn.functional.pdist(x, p)
+                                * fg.arange(n * (n - 1) // 2), x, backend=backend)
+    np.testing.assert_allclose(out.item(), ref.item(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
+    t = torch.tensor(x0, dtype=torch.float32, requires_grad=True)
+    (torch.nn.functional.pdist(t * 2, p) * torch.arange(n * (n - 1) // 2)).sum().backward()
+    np.testing.assert_allclose(want.numpy(), t.grad.numpy(), rtol=1e-4, atol=1e-5)

@@ -450,10 +450,10 @@ def _pdist_meta(a, p=2.0):
 
 
 def _pdist_derivative(g, a, out, p):
-    from .._creation import tensor
+    from .._creation import triu_indices
 
-    i, j = _pdist_pairs(a.shape[0])
-    ti, tj = tensor(i), tensor(j)
+    # (the pairs by a factory, which AOT autograd records, where NumPy data is unknown to it)
+    ti, tj = triu_indices(a.shape[0], a.shape[0], 1, device=a.device).unbind(0)
     diff = a.index_select(0, ti) - a.index_select(0, tj)
     w = g.unsqueeze(-1) * _pnorm_grad(diff, out.unsqueeze(-1), p)
     zero = a.new_zeros(tuple(a.shape))
