@@ -243,6 +243,9 @@ def _calls(T) -> dict:
         "nuclear_norm.dim": (T.nuclear_norm, (X(T, (2, 3, 2)), (0, 2)), {"keepdim": True}),
         "frobenius_norm": (T.frobenius_norm, (X(T), (0, 1)), {}),
         "orgqr": (T.orgqr, (X(T, (3, 3)), X(T, (2,))), {}),
+        "geqrf": (T.geqrf, (X(T, (3, 2)),), {}),
+        "ormqr": (T.ormqr, (X(T, (3, 2)), X(T, (2,)), X(T, (3, 2))), {}),
+        "linalg.lstsq": (T.linalg.lstsq, (X(T, (3, 2)), X(T, (3, 1))), {"driver": "gelsd"}),
         "permute_copy": (T.permute_copy, (X(T), (1, 0)), {}),
         "t_copy": (T.t_copy, (X(T),), {}),
         "view_copy": (T.view_copy, (X(T), (3, 2)), {}),
@@ -283,7 +286,7 @@ TUPLES = {"frexp", "max", "min", "median", "nanmedian", "mode", "kthvalue", "sor
           "lu_unpack", "linalg.inv_ex", "linalg.slogdet", "linalg.eigh", "linalg.eig",
           "linalg.qr", "linalg.svd", "linalg.cholesky_ex", "linalg.solve_ex",
           "linalg.lu_factor", "linalg.lu_factor_ex", "linalg.lu", "linalg.ldl_factor",
-          "linalg.ldl_factor_ex"}
+          "linalg.ldl_factor_ex", "geqrf", "linalg.lstsq"}
 # Values that differ with the algorithm (eigenvector signs): checked against fusegrad's own
 # result without out=.
 OWN_VALUES = {"linalg.eigh", "linalg.eig"}

@@ -83,9 +83,10 @@ def _dtype_names(d) -> dict:
 
 
 def _check_dtype(rule, name: str, result: Tensor, out: Tensor, args: tuple = (),
-                 kwargs: dict | None = None) -> None:
+                 kwargs: dict | None = None, first: tuple | None = None) -> None:
     """Raise the function's error when `out`'s dtype breaks `rule` for `result` (a message
-    may name the dtype of the first tensor argument, `{I}`)."""
+    may name the dtype of the first tensor argument, `{I}`). `first`: the (result, out) of
+    the function's first output, which "exact_direct" reads."""
     tests = rule if rule.__class__ is tuple and rule[0].__class__ is tuple else (rule,)
     have, want = out.dtype, result.dtype
     for kind, message in tests:
@@ -93,6 +94,12 @@ def _check_dtype(rule, name: str, result: Tensor, out: Tensor, args: tuple = (),
             ok = _dtype.can_cast(want, have)
         elif kind == "exact":
             ok = have is want
+        elif kind == "exact_direct":  # (checked where `out` is resized to be written
+            # directly, as the first output's is when it has the result's dtype; else the
+            # result is copied from a temporary, cast)
+            ok = have is want or result.numel() == 0 or \
+                tuple(out.shape) == tuple(result.shape) or (
+                    first is not None and first[1].dtype is not first[0].dtype)
         elif kind == "bool":
             ok = have is _dtype.bool_
         elif kind == "floating":
@@ -308,27 +315,38 @@ def _check_overlap(name: str, outs: list, args: tuple, kwargs: dict,
 def _outs_of(plan: OutPlan, result, out) -> tuple[list, list]:
     """The (result, out) tensors paired, with PyTorch's TypeErrors for an `out` of the wrong
     kind."""
-    short = plan.name.rpartition(".")[2]
+    short = _parser_name(plan.name)
     if isinstance(result, tuple):
         if not isinstance(out, (tuple, list)):
             raise TypeError(f"{short}(): argument 'out' must be tuple of Tensors, not "
                             f"{type(out).__name__}")
         if len(out) != len(result):
             raise TypeError(f"expected tuple of {len(result)} elements but got {len(out)}")
-        for t in out:
-            if not isinstance(t, Tensor):
-                raise TypeError(f"{short}(): argument 'out' must be tuple of Tensors, not "
-                                f"{type(t).__name__}")
+        for i, t in enumerate(out):
+            if not isinstance(t, Tensor):  # (`out`'s index among the parameters)
+                code = getattr(inspect.unwrap(plan.fn), "__code__", None)
+                names = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount] \
+                    if code is not None else ()
+                where = names.index("out") if "out" in names else len(names)
+                raise TypeError(f"expected Tensor as element {i} in argument {where}, but "
+                                f"got {type(t).__name__}")
         return list(result), list(out)
     if not isinstance(out, Tensor):
         raise TypeError(f"{short}(): argument 'out' must be Tensor, not {type(out).__name__}")
     return [result], [out]
 
 
+def _parser_name(name: str) -> str:
+    """The name PyTorch's argument parser gives public function `name` in its messages: the
+    C function's (`linalg.inv` is `linalg_inv`, `fft.fft` is `fft_fft`)."""
+    space, _, short = name.rpartition(".")
+    return f"{space}_{short}" if space in ("linalg", "fft") else short
+
+
 def _check_tensor_arguments(name: str, names: tuple, args: tuple, kwargs: dict) -> None:
     """PyTorch's TypeError for a parameter in `names` (the function's first parameters, in
     order) given something other than a tensor."""
-    short = name.rpartition(".")[2]
+    short = _parser_name(name)
     for i, param in enumerate(names):
         if i < len(args):
             value, where = args[i], f" (position {i + 1})"
@@ -401,7 +419,8 @@ def write_out(plan: OutPlan, out, args: tuple, kwargs: dict):
     per_output = rule.__class__ is list
     for i, (r, o) in enumerate(zip(results, outs)):
         if isinstance(r, Tensor):
-            _check_dtype(rule[i] if per_output else rule, name, r, o, args, kwargs)
+            _check_dtype(rule[i] if per_output else rule, name, r, o, args, kwargs,
+                         (results[0], outs[0]))
 
     _resize_outs(results, outs, warn, through_autograd, facts.COLUMN_MAJOR_RESIZE.get(name))
     for r, o in zip(results, outs):
@@ -432,8 +451,22 @@ def _resize_outs(results: list, outs: list, warn: str | None, through_autograd: 
                 raise RuntimeError("a leaf Variable that requires grad is being used in an "
                                    "in-place operation.")
             when = column_major.get(i) if column_major else None
+            if when == "result" and o.numel() == 0 and not tracing_mode() and \
+                    isinstance(o._data, np.ndarray):
+                _resize_like(o, r)
+                continue
             _resize(o, tuple(r.shape), warn,
                     when == "any" or (when == "empty" and o.numel() == 0))
+
+
+def _resize_like(out: Tensor, result: Tensor) -> None:
+    """Give empty `out` the layout of `result` itself (strides and all: lstsq's solution, a
+    view of the taller column-major matrix LAPACK wrote), in memory of its own."""
+    shape, strides = tuple(result.shape), tuple(result.stride())
+    span = 1 + sum((s - 1) * st for s, st in zip(shape, strides)) if all(shape) else 1
+    buffer = np.zeros(span, out._data.dtype)
+    out._data = np.lib.stride_tricks.as_strided(
+        buffer, shape, tuple(st * buffer.itemsize for st in strides), writeable=True)
 
 
 _NOT_IMPLEMENTED: dict = {}  # ATen op name -> the NotImplemented node class of its out=

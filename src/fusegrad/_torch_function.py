@@ -277,6 +277,10 @@ def _not_implemented_error(label: str, types_: tuple, python_level: bool) -> Typ
 def _slow(info, args: tuple, kwargs: dict):
     """A call with an argument outside `_fast`: run the overrides if any apply, else `fn`."""
     public, fn, label, flags = info
+    # An operand PyTorch's parser takes as a tensor only, given anything else: refused before
+    # any override or mode sees the call, as the parser runs first.
+    if (error := _wrappers.refused_operands(label, args, kwargs)) is not None:
+        raise error
     level = _state.level
     if level == _ALL_DISABLED:
         return _implementation(fn, args, kwargs)

@@ -30,8 +30,9 @@ from ._torch_function import (
     parameters,
 )
 from ._type_names import python_type_name
+from .ops import deferred
 from .ops import surface as _surface
-from .ops.spellings import OPERATOR_REPORTS
+from .ops.spellings import ALIASES, OPERATOR_REPORTS
 
 
 def _wrap_function(fn, label: str, flags: int = 0, module: str | None = None,
@@ -78,6 +79,10 @@ def _plan(namespace: dict) -> tuple:
     if slots is None:
         return ("packing",)
     namespace["fn0"] = _without_out_guard(fn)
+    strict = _tensor_slots(namespace, slots)
+    if strict:  # (a shape of its own: the other functions' wrappers stay as they were)
+        namespace["Tensor"] = Tensor
+        return ("prefix", slots, _refused_slots(fn, info[2], info[3]), strict)
     return ("prefix", slots, _refused_slots(fn, info[2], info[3]))
 
 
@@ -145,6 +150,9 @@ def wrap_namespace(namespace: dict, label: str, skip: frozenset = frozenset(),
         if fn.__class__ is not function or name[0] == "_" or name in skip:
             continue
         wrapper = done.get(fn)
+        own = None  # an alias whose refusals name it (`arctan2(): argument ...`), as its
+        if wrapper is not None and name in ALIASES and _surface.tensors_only(name, load=False):
+            wrapper, own = None, name  # wrapper's `__name__` does
         if wrapper is None:
             if hasattr(fn, "_torch_function_info"):  # wrapped already
                 continue
@@ -159,9 +167,9 @@ def wrap_namespace(namespace: dict, label: str, skip: frozenset = frozenset(),
                 python_level is not True and python_level and name in python_level)
             where = TORCH_FUNCTIONAL if python and label == "torch" else label
             # Named where it is found, so pickle (by reference) finds this object.
-            wrapper = done[fn] = _wrap_function(fn, f"{where}.{name}",
-                                                _PYTHON_LEVEL if python else 0, where_name,
-                                                None, name)
+            wrapper = _wrap_function(fn, f"{where}.{name}", _PYTHON_LEVEL if python else 0,
+                                     where_name, own, name)
+            done.setdefault(fn, wrapper)
             wrapper._torch_function_info[0] = wrapper
             overridable.append(wrapper)
         namespace[name] = wrapper
@@ -394,23 +402,28 @@ def _without_out_guard(fn):
     return inner
 
 
-def _prefix_source(slots: int, refused: tuple = ()) -> str:
+def _prefix_source(slots: int, refused: tuple = (), strict: tuple = ()) -> str:
     """The source of a prefix wrapper of `slots` slots: positional-only arguments, the rest
     packed. A call passing plain arguments by position reaches `fn` (or `fn0`, the same
     function without its `out=` guard) with the same arguments and no packing, and a call
     passing keywords checks their values and passes them on to `fn`; arguments reach
     handlers exactly as given. A list or tuple in a slot of
     `refused` (a parameter PyTorch's parser takes as a Tensor only) takes the slow path,
-    whose check refuses it as PyTorch does."""
+    whose check refuses it as PyTorch does; so does anything but a tensor in a slot of
+    `strict` (an operand with no overload for a number: `OpDef.tensors_only`), and any call
+    with keywords when there are such slots (a keyword may name one)."""
     names = [f"a{i}" for i in range(slots)]
     listed = ", ".join(names)
     lines = [f"def wrapper({', '.join(n + '=_MISSING' for n in names)}, /, *rest, **kwargs):",
              "    if rest:",
              f"        return _slow(info, _given(({listed},)) + rest, kwargs)",
-             "    if kwargs:",
-             "        for v in kwargs.values():",
-             "            if v.__class__ not in fast:",
-             f"                return _slow(info, _given(({listed},)), kwargs)"]
+             "    if kwargs:"]
+    if strict:
+        lines.append(f"        return _slow(info, _given(({listed},)), kwargs)")
+    else:
+        lines += ["        for v in kwargs.values():",
+                  "            if v.__class__ not in fast:",
+                  f"                return _slow(info, _given(({listed},)), kwargs)"]
 
     def call(count: int, indent: str) -> list:
         given = ", ".join(names[:count])
@@ -440,6 +453,8 @@ def _prefix_source(slots: int, refused: tuple = ()) -> str:
         listed_ok = "" if i in refused else (
             f" or (({name}.__class__ is tuple or {name}.__class__ is list) and "
             f"_plain_items({name}))")
+        if i in strict:
+            listed_ok = f" and isinstance({name}, Tensor)"
         tail = ([f"{indent}if {name}.__class__ in fast{listed_ok}:"] + body
                 + [f"{indent}elif {name} is _MISSING:"] + call(i, indent + "    "))
     lines += tail + [f"    return _slow(info, _given(({listed},)), kwargs)"]
@@ -556,6 +571,137 @@ def _refused_slots(fn, label: str, flags: int) -> tuple:
     return tuple(i for i in range(start, len(names)) if names[i] in _LIST_REFUSING)
 
 
+def _tensors_only(label: str, load: bool = True) -> tuple:
+    """(the operands PyTorch's parser takes as tensors only, by name, and whether `label`
+    is a Tensor method) for a top-level function or Tensor method, from its op's
+    `OpDef.tensors_only` (`ops.surface.tensors_only`); ((), False) for any other label.
+    Without `load`, the operands are None for an op whose deferred module has not run."""
+    found = _TENSORS_ONLY.get(label)
+    if found is None:
+        space, _, name = label.rpartition(".")
+        method = space == "torch.Tensor"
+        if not (method or space == "torch"):
+            operands = ()
+        else:
+            operands = _surface.tensors_only(name, method, load)
+            if operands is None:
+                return None, method
+        found = _TENSORS_ONLY[label] = (operands, method)
+    return found
+
+
+_TENSORS_ONLY: dict = {}  # label -> `_tensors_only(label)`
+# The namespaces of the wrappers planned before their op's module ran (`_tensor_slots`).
+_UNRESOLVED: list = []
+
+
+def refused_operands(label: str, args: tuple, kwargs: dict | None):
+    """PyTorch's parser's refusal of a non-tensor operand of the function `label` names
+    (`OpDef.tensors_only`), or None: asked on the slow path before any override runs. An op
+    whose deferred module has not run is not looked up here (the checks after the call's
+    overrides ask for it)."""
+    found = _TENSORS_ONLY.get(label)
+    if found is None:
+        found = _tensors_only(label, load=False)
+    operands, method = found
+    if not operands:
+        return None
+    return _tensors_only_error(label.rpartition(".")[2], operands, method, args, kwargs)
+
+
+def _tensor_slots(namespace: dict, slots: int) -> tuple:
+    """The positional slots of a prefix wrapper that must hold a tensor (`OpDef.
+    tensors_only`), asked on its first call, of one with two slots or more (an op of one
+    operand refuses a number by failing on it). The op of a deferred module that has not
+    run is not looked up (that would run the modules before it too): until it has run,
+    each slot whose parameter could be such an operand (`_maybe_operands`) takes the slow
+    path for anything but a tensor, and the wrapper is planned again once a deferred module
+    has run (`_plan_again`)."""
+    info = namespace["info"]
+    if slots < 2 or info[3] & (_PYTHON_LEVEL | _OPERATOR):
+        return ()
+    operands, method = _tensors_only(info[2], load=False)
+    if operands is None:
+        maybe = _maybe_operands(info[1], 1 if method else 0)
+        if maybe:
+            _UNRESOLVED.append(namespace)
+        return tuple(i for i in maybe if i < slots)
+    return tuple(range(1, len(operands))) if method else tuple(range(len(operands)))
+
+
+# The parameter names an `OpDef.tensors_only` gives (PyTorch's, which the public functions'
+# own parameters spell): the tensor parameters, and heaviside's `values`.
+_OPERAND_NAMES = _TENSOR_PARAMETERS | {"values"}
+
+
+def _maybe_operands(fn, start: int) -> tuple:
+    """The positions (from `start`) of `fn`'s positional parameters that an op's
+    `tensors_only` could name."""
+    raw = fn
+    while (inner := getattr(raw, "__wrapped__", None)) is not None:
+        raw = inner
+    code = getattr(raw, "__code__", None)
+    if code is None:
+        return ()
+    names = code.co_varnames[:code.co_argcount]
+    return tuple(i for i in range(start, len(names)) if names[i] in _OPERAND_NAMES)
+
+
+def _plan_again() -> None:
+    """After a deferred op module ran: the wrappers planned without knowing their op start
+    again from their first call, so the next call plans each with its op's facts."""
+    for namespace in _UNRESOLVED:
+        namespace["_shape_"] = None
+        wrapper = namespace["_self_"]
+        wrapper.__code__ = _FIRST_CALL
+        wrapper.__defaults__ = wrapper.__kwdefaults__ = None
+    _UNRESOLVED.clear()
+
+
+deferred.after_execute(_plan_again)
+
+
+def _maybe_refused(fn, method: bool, args: tuple, kwargs: dict | None) -> bool:
+    """Whether this call gives anything but a tensor for a parameter of `fn` that an op's
+    `tensors_only` could name."""
+    raw = fn
+    while (inner := getattr(raw, "__wrapped__", None)) is not None:
+        raw = inner
+    code = getattr(raw, "__code__", None)
+    if code is None:
+        return False
+    names = code.co_varnames[:code.co_argcount]
+    for i in _maybe_operands(fn, 1 if method else 0):
+        if i < len(args):
+            value = args[i]
+        elif kwargs and names[i] in kwargs:
+            value = kwargs[names[i]]
+        else:
+            continue
+        if not isinstance(value, Tensor) and not _overridable(value):
+            return True
+    return False
+
+
+def _tensors_only_error(name: str, operands: tuple, method: bool, args: tuple,
+                        kwargs: dict | None):
+    """PyTorch's parser's refusal of anything but a tensor for one of `operands` (a method's
+    first is `self`, its `args[0]`), named by position when passed by position, else by
+    keyword."""
+    for i, param in enumerate(operands):
+        if method and i == 0:
+            continue
+        if i < len(args):
+            value, position = args[i], i if method else i + 1
+        elif kwargs and param in kwargs:
+            value, position = kwargs[param], None
+        else:
+            continue
+        if not isinstance(value, Tensor) and not _overridable(value):
+            return _not_tensor(name, param, position, value)
+    return None
+
+
 def _defaults(fn) -> dict:
     found = _DEFAULTS.get(fn)
     if found is None:
@@ -597,11 +743,19 @@ def argument_error(info: list, args: tuple, kwargs: dict | None, before: bool = 
         name = _surface.FUNCTIONAL_PARSER_NAMES.get(name, name).split()[0]
     elif space == "torch.linalg":  # (`linalg_inv(): argument 'A' ...`)
         name = "linalg_" + name
+    operands, method = _tensors_only(label, load=False)
+    if operands is None:  # (its op's module has not run: looked up only for a call that
+        # gives something other than a tensor for a parameter it could refuse that for)
+        operands, method = _tensors_only(label) if _maybe_refused(fn, method, args, kwargs) \
+            else ((), method)
+    if operands:
+        error = _tensors_only_error(name, operands, method, args, kwargs)
+        if error is not None:
+            return error
     found = parameters(fn)
     if found is None:
         return None
     names, positional = found
-    method = space == "torch.Tensor"
     defaults = None
     for i, param in enumerate(names):
         if i < len(args) and i < positional:

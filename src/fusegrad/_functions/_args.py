@@ -14,7 +14,6 @@ Each helper runs only once a call has left its function's common path.
 from __future__ import annotations
 
 import numbers
-import sys
 import types
 
 from .._symbolic import SymInt
@@ -103,20 +102,6 @@ def tensor_sequence(name: str, tensors, argument: str = "'tensors' (position 1)"
 _HIDDEN_OUT = "_out_of_the_function_form"
 
 _COPIES: dict = {}  # a public function -> its `method_form` (aliases share one copy)
-
-
-def tensors_only(name: str, first: str, input, second: str, other) -> None:
-    """PyTorch's argument parser's refusal of a number (or anything else not a tensor) for
-    a function whose two operands must be tensors (`atan2(): argument 'other' (position 2)
-    must be Tensor, not int`). Through the Tensor method (`x.atan2(2)`) `other` is at
-    position 1: a method's copy of the function (`method_form`) is told by its code."""
-    if not isinstance(input, Tensor):
-        raise TypeError(f"{name}(): argument '{first}' (position 1) must be Tensor, not "
-                        f"{python_type_name(input)}")
-    if not isinstance(other, Tensor):
-        method = _HIDDEN_OUT in sys._getframe(1).f_code.co_varnames
-        raise TypeError(f"{name}(): argument '{second}' (position {1 if method else 2}) must "
-                        f"be Tensor, not {python_type_name(other)}")
 
 
 def method_form(fn):

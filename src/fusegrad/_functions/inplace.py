@@ -4,6 +4,7 @@ contiguous, to_copy and the memory formats.
 
 from __future__ import annotations
 
+from .. import _dtype, _shapes
 from .._dispatch import call
 from .._tensor import Tensor
 from ..ops import inplace as I  # noqa: E741
@@ -49,7 +50,11 @@ def add_(self, other, *, alpha=1):
     # (alpha=True/1.0 are checked by the op; the class is tested first, so a float standing
     # for a graph value is passed on without reading its value)
     if alpha.__class__ is not int or alpha != 1:
-        return call(P.add_, self, other, alpha)
+        try:
+            return call(P.add_, self, other, alpha)
+        except RuntimeError as e:
+            _fits_before_alpha(self, other, e)
+            raise
     return call(P.add_, self, other)
 
 
@@ -58,8 +63,28 @@ def sub_(self, other, *, alpha=1):
     # (alpha=True/1.0 are checked by the op; the class is tested first, so a float standing
     # for a graph value is passed on without reading its value)
     if alpha.__class__ is not int or alpha != 1:
-        return call(P.sub_, self, other, alpha)
+        try:
+            return call(P.sub_, self, other, alpha)
+        except RuntimeError as e:
+            _fits_before_alpha(self, other, e)
+            raise
     return call(P.sub_, self, other)
+
+
+def _fits_before_alpha(self, other, error: RuntimeError) -> None:
+    """PyTorch's order of errors for `add_`/`sub_` with an `alpha` the result dtype refuses
+    (`error`, the kernel's): its iterator checks that the result fits `self`, its shape and
+    then its dtype, before the alpha is looked at."""
+    if "argument alpha" not in str(error) and "Boolean alpha" not in str(error):
+        return
+    shape = _shapes.broadcast_shapes(tuple(self.shape), tuple(getattr(other, "shape", ())))
+    if shape != tuple(self.shape):
+        raise RuntimeError(f"output with shape {list(self.shape)} doesn't match the "
+                           f"broadcast shape {list(shape)}") from None
+    dt = _dtype.result_type(self, other)
+    if not _dtype.can_cast(dt, self.dtype):
+        raise RuntimeError(f"result type {dt.legacy} can't be cast to the desired output "
+                           f"type {self.dtype.legacy}") from None
 
 
 def mul_(self, other):

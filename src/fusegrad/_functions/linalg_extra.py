@@ -29,7 +29,7 @@ __all__ = [
     "det", "inverse", "slogdet", "logdet", "pinverse", "svd", "qr", "cholesky",
     "cholesky_solve", "cholesky_inverse", "triangular_solve", "matrix_power", "matrix_exp",
     "cross", "inner", "vdot", "addr", "addbmm", "kron", "chain_matmul", "lu_solve", "lu",
-    "lu_unpack", "eig", "lstsq", "solve", "symeig", "matrix_rank", "orgqr",
+    "lu_unpack", "eig", "lstsq", "solve", "symeig", "matrix_rank", "orgqr", "geqrf", "ormqr",
 ]
 
 
@@ -180,6 +180,19 @@ def lu_solve(b: Tensor, LU_data: Tensor, LU_pivots: Tensor, *, out=None) -> Tens
 def orgqr(input: Tensor, tau: Tensor, *, out=None) -> Tensor:
     """`torch.linalg.householder_product` under LAPACK's name."""
     return call(D.linalg_householder_product, input, tau)
+
+
+def geqrf(input: Tensor, *, out=None):
+    """LAPACK's QR factorization in its packed form: (a, tau), R on and above a's diagonal,
+    the Householder vectors below it."""
+    return return_types.geqrf(*call(D.geqrf, input))
+
+
+def ormqr(input: Tensor, input2: Tensor, input3: Tensor, left: bool = True,
+          transpose: bool = False, *, out=None) -> Tensor:
+    """`input3` multiplied by the Q of `geqrf`'s (input, input2): on the left, or the right
+    with `left=False`; Q's conjugate transpose with `transpose`."""
+    return call(D.ormqr, input, input2, input3, left, transpose)
 
 
 def matrix_power(input: Tensor, n: int, *, out=None) -> Tensor:

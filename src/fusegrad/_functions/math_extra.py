@@ -9,29 +9,23 @@ from __future__ import annotations
 from .. import _dtype, return_types
 from .._dispatch import call, call1
 from .._tensor import Tensor
-from .._type_names import python_type_name as type_name
 from ..ops import REGISTRY
 from ..ops import math_special as M
 from ..ops import scalar as SC
 from ..ops import special as SP
-from ._args import tensors_only
 
 # The ops are `ops.math_special`'s, a module that runs on first use (`ops/deferred.py`):
 # each function finds its op when called, not when made.
 
 
 def _elementwise(name: str, binary: bool = False, second: str = "other"):
-    """The public function of op `name`: of one tensor, or of two with `binary` (both
-    tensors, the second named `second` in PyTorch's refusal of anything else)."""
+    """The public function of op `name`: of one tensor, or of two with `binary`, the second
+    named `second` (the op's `tensors_only` has the surface refuse anything but tensors)."""
     if binary and second == "values":  # (the parameter's own name: keywords spell it)
         def fn(input, values, *, out=None):
-            if not (isinstance(input, Tensor) and isinstance(values, Tensor)):
-                tensors_only(name, "input", input, second, values)
             return call(getattr(M, name), input, values)
     elif binary:
         def fn(input, other, *, out=None):
-            if not (isinstance(input, Tensor) and isinstance(other, Tensor)):
-                tensors_only(name, "input", input, second, other)
             return call(getattr(M, name), input, other)
     else:
         def fn(input, *, out=None):
@@ -94,8 +88,6 @@ def copysign(input: Tensor, other, *, out=None) -> Tensor:
 
 def ldexp(input: Tensor, other: Tensor, *, out=None) -> Tensor:
     """input * 2 ** other."""
-    if not (isinstance(input, Tensor) and isinstance(other, Tensor)):
-        tensors_only("ldexp", "input", input, "other", other)
     return call(M.ldexp, input, other)
 
 
@@ -191,9 +183,6 @@ def logit_(self: Tensor, eps: float | None = None) -> Tensor:
 
 def ldexp_(self: Tensor, other: Tensor) -> Tensor:
     """In-place ldexp: self * 2 ** other written into `self`."""
-    if not isinstance(other, Tensor):
-        raise TypeError("ldexp_(): argument 'other' (position 1) must be Tensor, not "
-                        f"{type_name(other)}")
     return call(M.ldexp_, self, other)
 
 

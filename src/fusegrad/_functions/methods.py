@@ -17,7 +17,6 @@ from .. import _dtype
 from .._dispatch import call, call2
 from .._scalar_conversion import wrapped_int
 from .._tensor import Tensor
-from .._type_names import python_type_name
 from ..ops import REGISTRY
 from ..ops import indexing as X
 from ..ops import pointwise as P
@@ -58,24 +57,17 @@ def _inplace_args(op):
 
 
 def _tensors_inplace(op, public: str):
-    """In-place method `public` of an op whose operand must be a tensor (`x.hypot_(y)`):
-    anything else is PyTorch's parser's refusal, naming the method and the parameter
-    (`other`, or as `spellings.OPERAND_NAMES` says)."""
+    """In-place method `public` of an op of two tensors (`x.hypot_(y)`), its operand named
+    `other` or as `spellings.OPERAND_NAMES` says: the op's `OpDef.tensors_only` has the
+    surface refuse anything but a tensor, with PyTorch's parser's message."""
     # Found by name when called: its module may run on first use (`ops/deferred.py`).
     name = op if op.__class__ is str else op.name
-    second = OPERAND_NAMES.get(public, "other")
 
     def fn(self, other):
-        if not isinstance(other, Tensor):
-            raise TypeError(f"{public}(): argument '{second}' (position 1) must be Tensor, "
-                            f"not {python_type_name(other)}")
         return call(REGISTRY[name], self, other)
 
-    if second == "values":  # (the parameter's own name, which keywords and the protocol see)
+    if OPERAND_NAMES.get(public) == "values":  # (the parameter's own name, for keywords)
         def fn(self, values):  # noqa: F811
-            if not isinstance(values, Tensor):
-                raise TypeError(f"{public}(): argument 'values' (position 1) must be Tensor, "
-                                f"not {python_type_name(values)}")
             return call(REGISTRY[name], self, values)
 
     fn.__name__ = fn.__qualname__ = public

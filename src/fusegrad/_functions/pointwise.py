@@ -13,7 +13,6 @@ from .._tensor import Tensor
 from ..ops import REGISTRY
 from ..ops import arithmetic as A
 from ..ops import pointwise as P
-from ._args import tensors_only
 from .indexing import nonzero
 
 # ---------------------------------------------------------------- arithmetic
@@ -100,8 +99,6 @@ sign = _unary(P.sign, "sign")
 
 def maximum(input, other, *, out=None):
     """Elementwise maximum of two tensors."""
-    if not (isinstance(input, Tensor) and isinstance(other, Tensor)):
-        tensors_only("maximum", "input", input, "other", other)
     return call(P.maximum, input, other)
 
 
@@ -181,8 +178,6 @@ def nan_to_num_(self, nan=0.0, posinf=None, neginf=None):
 
 def atan2(input, other, *, out=None):
     """Elementwise arctangent of input / other, with the quadrant."""
-    if not (isinstance(input, Tensor) and isinstance(other, Tensor)):
-        tensors_only("atan2", "input", input, "other", other)
     return call(P.atan2, input, other)
 
 
@@ -214,8 +209,6 @@ def fmod(input, other, *, out=None):
 
 def minimum(input, other, *, out=None):
     """Elementwise minimum of two tensors."""
-    if not (isinstance(input, Tensor) and isinstance(other, Tensor)):
-        tensors_only("minimum", "input", input, "other", other)
     return call(P.minimum, input, other)
 
 

@@ -294,7 +294,7 @@ def solve_triangular(A: Tensor, B: Tensor, *, upper: bool, left: bool = True,
     return call(V.solve_triangular, A, B, upper, left, unitriangular)
 
 
-def lstsq(A: Tensor, B: Tensor, rcond=None, *, driver=None):
+def lstsq(A: Tensor, B: Tensor, rcond=None, *, driver=None, out=None):
     """Least-squares solution of AX = B, with residuals, rank and singular values as the
     `driver` (default 'gelsy') reports them."""
     return return_types.linalg_lstsq(*call(V.linalg_lstsq, A, B, rcond, driver))

@@ -571,7 +571,7 @@ atan2 = register(
     meta=binary_meta(to_float=True, real_only="atan2_cpu"),
     node="Atan2Backward0", derivative=_atan2_derivative, save=lambda out, a, b: (a, b),
     samples=binary_samples(domain=(0.3, 2.0), scalars=()), tensor_args=(0, 1),
-    onnx=ox.atan2, saved_names=("self", "other"))
+    onnx=ox.atan2, saved_names=("self", "other"), tensors_only=("input", "other"))
 atan2_ = inplace_variant(atan2, "atan2_", saves_self=True,
                          kernel=inplace_checks_first(atan2.kernel))
 

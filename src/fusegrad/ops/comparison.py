@@ -159,7 +159,7 @@ maximum = register(
     derivative=_maximum_derivative, save=lambda out, a, b: (a, b),
     samples=binary_samples(scalars=()), tensor_args=(0, 1), onnx="Max",
     lowering=lambda v, a, b: v.maximum(a, b),
-    saved_names=("self", "other"))
+    saved_names=("self", "other"), tensors_only=("input", "other"))
 
 
 def _bounds(lo, hi) -> list:
@@ -355,7 +355,7 @@ minimum = register(
     derivative=_minimum_derivative, save=lambda out, a, b: (a, b),
     saved_names=("self", "other"),
     samples=binary_samples(scalars=()), tensor_args=(0, 1), onnx="Min",
-    lowering=lambda v, a, b: v.minimum(a, b))
+    lowering=lambda v, a, b: v.minimum(a, b), tensors_only=("input", "other"))
 
 # `_foreach_maximum_(tensors, others)` (and minimum_) write each pair's result into the
 # tensor, recorded as the binary op's node (MaximumBackward0), as PyTorch's loop records
@@ -382,7 +382,8 @@ def _bool_samples(rng, dtype):
 
 def _logical(name, ufunc, onnx=None):
     op = register(name, kernel=lambda a, b: ufunc(a, b), meta=binary_meta(out_bool=True),
-                  differentiable=False, samples=_bool_samples, onnx=onnx)
+                  differentiable=False, samples=_bool_samples, onnx=onnx,
+                  tensors_only=("input", "other"))
     inplace_variant(op, name + "_", differentiable=False)
     return op
 

@@ -31,7 +31,7 @@ from ._linalg_common import (
     first_failure,
     real_np,
 )
-from ._util import Spec, dtype_of, rand_array
+from ._util import Spec, contiguous_strides, dtype_of, rand_array, strided_copy
 from .arithmetic import not_implemented_derivative as _not_implemented
 from .registry import REGISTRY, Sample, register
 
@@ -1006,3 +1006,172 @@ linalg_ldl_solve = register(
     node="NotImplemented", derivative=_not_implemented("linalg_ldl_solve"),
     save=lambda out, ld, piv, b, hermitian=False: (), nondiff_args=(1,),
     samples=_ldl_solve_samples, gradcheck=False, public="linalg_ldl_solve")
+
+
+# ---------------------------------------------------------------- geqrf
+#
+# LAPACK's QR in its own packing: R on and above the diagonal, the Householder vectors below
+# it, their scalings in `tau` (NumPy's `qr(mode="raw")` returns LAPACK's column-major array
+# as its transpose). PyTorch has no derivative for it.
+
+
+def _geqrf_check(a) -> None:
+    if len(a.shape) < 2:
+        raise RuntimeError("torch.geqrf: input must have at least 2 dimensions.")
+    dt = dtype_of(a)
+    if dt.np not in LAPACK_NP:
+        raise NotImplementedError(f"\"geqrf_cpu\" not implemented for '{dt.legacy}'")
+
+
+@_COL0
+def _geqrf_meta(a):
+    _geqrf_check(a)
+    shape = tuple(a.shape)
+    return Spec(shape, a.dtype), Spec(shape[:-2] + (min(shape[-2:]),), a.dtype)
+
+
+def _geqrf_empty(a):
+    """An empty input's results as PyTorch lays them out: column-major, sizes 0 counted as 1
+    in the strides."""
+    m, n = a.shape[-2:]
+    strides = contiguous_strides(a.shape[:-2] + (n, m))
+    strides = strides[:-2] + (strides[-1], strides[-2])
+    packed = strided_copy(np.zeros(a.shape, a.dtype), strides)
+    tau_shape = a.shape[:-2] + (min(m, n),)
+    return packed, strided_copy(np.zeros(tau_shape, a.dtype), contiguous_strides(tau_shape))
+
+
+def _geqrf_kernel(a):
+    _geqrf_check(a)
+    if a.size == 0:
+        return _geqrf_empty(a)
+    return _geqrf_values(a)
+
+
+@_COL0
+def _geqrf_values(a):
+    h, tau = np.linalg.qr(a, mode="raw")
+    return np.swapaxes(h, -1, -2).astype(a.dtype), tau.astype(a.dtype)
+
+
+def _geqrf_derivative(grads, *rest):
+    raise NotImplementedError("the derivative for 'geqrf' is not implemented.")
+
+
+geqrf = register(
+    "geqrf", autocast="fp32", kernel=_geqrf_kernel, meta=_geqrf_meta, node="GeqrfBackward0",
+    derivative=_geqrf_derivative, save=lambda out, a: (),
+    samples=lambda rng, dt: [Sample((rand_array(rng, s, dt),), name=str(s))
+                             for s in ((4, 3), (3, 4), (2, 3, 3))], gradcheck=False)
+
+
+# ---------------------------------------------------------------- ormqr
+#
+# `other` multiplied by the Q of geqrf's (input, tau), Q = H_0 ... H_{k-1} of size m (the
+# rows of input): Q itself from the reflectors padded to an m x m square (a zero column is no
+# reflector), then a matrix product; the derivative runs householder_product's backwards.
+
+_OQ = "torch.ormqr: "
+
+
+def _ormqr_check(a, tau, c, left) -> None:
+    """ormqr's checks in PyTorch's order (its messages)."""
+    ash, tsh, csh = tuple(a.shape), tuple(tau.shape), tuple(c.shape)
+    if len(ash) < 2:
+        raise RuntimeError(_OQ + "input must have at least 2 dimensions.")
+    if len(csh) < 2:
+        raise RuntimeError(_OQ + "other must have at least 2 dimensions.")
+    side = -2 if left else -1
+    if csh[side] != ash[-2]:
+        raise RuntimeError(_OQ + f"other.shape[{side}] must be equal to input.shape[-2]")
+    if not tsh:
+        raise IndexError("Dimension specified as -1 but tensor has no dimensions")
+    if tsh[-1] != min(csh[side], ash[-1]):
+        raise RuntimeError(_OQ + f"tau.shape[-1] must be equal to min(other.shape[{side}], "
+                           "input.shape[-1])")
+    if len(tsh) != len(ash) - 1:
+        raise RuntimeError(_OQ + "Expected tau to have one dimension less than input, but got "
+                           f"tau.ndim equal to {len(tsh)} and input.ndim is equal to "
+                           f"{len(ash)}")
+    if len(csh) != len(ash):
+        raise RuntimeError(_OQ + "Expected other to have the same number of dimensions as "
+                           f"input, but got other.ndim equal to {len(csh)} and input.ndim is "
+                           f"equal to {len(ash)}")
+    for name, shape in (("tau", tsh[:-1]), ("other", csh[:-2])):
+        if shape != ash[:-2]:
+            raise RuntimeError(_OQ + f"Expected batch dimensions of {name} to be equal to "
+                               f"input.shape[:-2], but got [{', '.join(map(str, shape))}]")
+    da = dtype_of(a)
+    for name, t in (("tau", tau), ("other", c)):
+        if dtype_of(t) is not da:
+            raise RuntimeError(_OQ + f"Expected input and {name} to have the same dtype, but "
+                               f"input has dtype{da.legacy} and {name} has dtype "
+                               f"{dtype_of(t).legacy}")
+    if da.np not in LAPACK_NP:
+        raise NotImplementedError(f"\"ormqr_cpu\" not implemented for '{da.legacy}'")
+
+
+def _ormqr_square(a, k: int):
+    """The first k reflectors of `a` in an m x m square (array or tensor)."""
+    m = a.shape[-2]
+    if isinstance(a, np.ndarray):
+        square = np.zeros(a.shape[:-2] + (m, m), a.dtype)
+        square[..., :, :k] = a[..., :, :k]
+        return square
+    from .joins import cat
+
+    return call(cat, [a[..., :, :k], a.new_zeros(tuple(a.shape[:-2]) + (m, m - k))], -1)
+
+
+@_COL0
+def _ormqr_kernel(a, tau, c, left=True, transpose=False):
+    _ormqr_check(a, tau, c, left)
+    q = _householder_np(_ormqr_square(a, tau.shape[-1]), tau)
+    if transpose:
+        q = np.swapaxes(q, -1, -2).conj()
+    return (q @ c if left else c @ q).astype(a.dtype, copy=False)
+
+
+@_COL0
+def _ormqr_meta(a, tau, c, left=True, transpose=False):
+    _ormqr_check(a, tau, c, left)
+    return Spec(tuple(c.shape), a.dtype)
+
+
+def _ormqr_derivative(g, a, tau, c, left, transpose, out):
+    """As a matrix product's (PyTorch's conjugate Wirtinger convention) with the product's
+    factor Q (or its conjugate transpose), then householder_product's derivative for Q."""
+    k = tau.shape[-1]
+    square = _ormqr_square(a, k)
+    q = call(linalg_householder_product, square, tau)
+    factor = adj(q) if transpose else q
+    if left:  # out = factor @ c
+        gc, gfactor = adj(factor).matmul(g), g.matmul(adj(c))
+    else:  # out = c @ factor
+        gc, gfactor = g.matmul(adj(factor)), adj(c).matmul(g)
+    gsquare, gtau = _householder_derivative(adj(gfactor) if transpose else gfactor, square, tau)
+    ga = None
+    if gsquare is not None:
+        from .joins import cat
+
+        n = a.shape[-1]
+        ga = gsquare[..., :, :k]
+        if n > k:
+            ga = call(cat, [ga, a.new_zeros(tuple(a.shape[:-1]) + (n - k,))], -1)
+    return ga, gtau, gc, None, None
+
+
+def _ormqr_samples(rng, dt):
+    return [Sample((rand_array(rng, s, dt), rand_array(rng, t, dt), rand_array(rng, o, dt),
+                    left, tr), name=f"{s} {o} {left} {tr}")
+            for s, t, o, left in (((4, 3), (3,), (4, 2), True), ((4, 3), (3,), (2, 4), False),
+                                  ((2, 3, 3), (2, 3), (2, 3, 2), True))
+            for tr in (False, True)]
+
+
+ormqr = register(
+    "ormqr", autocast="fp32", kernel=_ormqr_kernel, meta=_ormqr_meta, node="OrmqrBackward0",
+    derivative=_ormqr_derivative,
+    save=lambda out, a, tau, c, left=True, transpose=False: (a, tau, c, left, transpose, out),
+    saved_names=("self", "input2", "input3", "left", "transpose", "result"),
+    samples=_ormqr_samples)

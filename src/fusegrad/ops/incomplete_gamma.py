@@ -217,11 +217,12 @@ igamma = register(
     "igamma", kernel=_kernel(False, "igamma"), meta=_meta("igamma"), node="IgammaBackward0",
     derivative=lambda g, a, x: _density(g, a, x, 1.0), save=lambda out, a, x: (a, x),
     saved_names=("self", "other"), nondiff_args=(0,), samples=_samples, gradcheck=False,
-    forward_ad="unsupported")
+    forward_ad="unsupported", tensors_only=("input", "other"))
 igammac = register(
     "igammac", kernel=_kernel(True, "igammac"), meta=_meta("igammac"),
     node="IgammacBackward0", derivative=lambda g, a, x: _density(g, a, x, -1.0),
     save=lambda out, a, x: (a, x), saved_names=("self", "other"), nondiff_args=(0,),
-    samples=_samples, gradcheck=False, forward_ad="unsupported")
+    samples=_samples, gradcheck=False, forward_ad="unsupported",
+    tensors_only=("input", "other"))
 igamma_ = inplace_variant(igamma, "igamma_", saves_self=True)
 igammac_ = inplace_variant(igammac, "igammac_", saves_self=True)

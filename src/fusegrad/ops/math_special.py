@@ -438,7 +438,8 @@ def _hypot_derivative(g, a, b, h):
 
 
 hypot = _binary("hypot", np.hypot, "HypotBackward0", _hypot_derivative, save=_hypot_save,
-                saved_names=("self", "other", "result"), onnx=_ox.hypot)
+                saved_names=("self", "other", "result"), onnx=_ox.hypot,
+                tensors_only=("input", "other"))
 
 
 def _logaddexp_complex(a, b):
@@ -473,13 +474,15 @@ logaddexp = register(
     # Conjugated for complex operands (the conjugate Wirtinger rule).
     derivative=lambda g, a, b: (g / cj((b - a).exp() + 1), g / cj((a - b).exp() + 1)),
     save=lambda out, a, b: (a, b), samples=binary_samples(scalars=()), tensor_args=(0, 1),
-    saved_names=("self", "other"), decomposition=lambda a, b: _logaddexp_decomposition(a, b))
+    saved_names=("self", "other"), decomposition=lambda a, b: _logaddexp_decomposition(a, b),
+    tensors_only=("input", "other"))
 logaddexp2 = register(
     "logaddexp2", kernel=_float_kernel(np.logaddexp2, "logaddexp2_cpu"),
     meta=_float_meta("logaddexp2_cpu"), node="Logaddexp2Backward0",
     derivative=lambda g, a, b: (g / ((b - a).exp2() + 1), g / ((a - b).exp2() + 1)),
     save=lambda out, a, b: (a, b), samples=binary_samples(scalars=()), tensor_args=(0, 1),
-    saved_names=("self", "other"), decomposition=lambda a, b: _logaddexp_decomposition(a, b, True))
+    saved_names=("self", "other"), decomposition=lambda a, b: _logaddexp_decomposition(a, b, True),
+    tensors_only=("input", "other"))
 
 
 def _copysign_derivative(g, a, out):
@@ -539,7 +542,8 @@ def _nextafter_kernel(a, b):
 nextafter = register(
     "nextafter", kernel=iterator_ordered(_nextafter_kernel), meta=_float_meta("nextafter_cpu"),
     node="NextafterBackward0", derivative=lambda g: (g, g * 0), save=lambda out, a, b: (),
-    samples=binary_samples(scalars=()), gradcheck=False, result_order="operands")
+    samples=binary_samples(scalars=()), gradcheck=False, result_order="operands",
+    tensors_only=("input", "other"))
 nextafter_ = inplace_variant(nextafter, "nextafter_",
                              kernel=inplace_checks_first(_nextafter_kernel))
 
@@ -555,7 +559,7 @@ heaviside = register(
     "heaviside", kernel=iterator_ordered(_heaviside_kernel), meta=_same_float("heaviside"),
     node="NotImplemented", derivative=not_implemented_derivative("heaviside"),
     save=lambda out, a, b: (), samples=binary_samples(scalars=()), gradcheck=False,
-    result_order="operands", onnx=_ox.heaviside)
+    result_order="operands", onnx=_ox.heaviside, tensors_only=("input", "values"))
 heaviside_ = inplace_variant(heaviside, "heaviside_",
                              derivative=not_implemented_derivative("heaviside_"))
 
@@ -645,7 +649,8 @@ ldexp = register(
     save=lambda out, a, e: (e if a._rg else None, out, (a._rg, getattr(e, "_rg", False))),
     samples=_ldexp_samples, public="ldexp", tensor_args=(0, 1),
     gradcheck=False,  # PyTorch's gradient is 0 for negative integer exponents; so is ours
-    saved_names=("other", "result", ""), result_order="operands")
+    saved_names=("other", "result", ""), result_order="operands",
+    tensors_only=("input", "other"))
 _ldexp_checked = inplace_checks_first(_ldexp_kernel)
 ldexp_ = inplace_variant(ldexp, "ldexp_", kernel=_ldexp_inplace_kernel, meta=_ldexp_inplace_meta)
 
@@ -696,7 +701,7 @@ def _fminmax(name, ufunc, node):
     return register(name, kernel=kernel, meta=meta, node=node,
                     derivative=derivative, save=lambda out, a, b: (a, b),
                     samples=binary_samples(scalars=()), tensor_args=(0, 1),
-                    saved_names=("self", "other"))
+                    saved_names=("self", "other"), tensors_only=("input", "other"))
 
 
 fmin = _fminmax("fmin", np.fmin, "FminBackward0")
@@ -759,7 +764,7 @@ def _int_only(name, ufunc):
                        name=f"{a}x{b}") for a, b in (((3, 4), (3, 4)), ((3, 4), (4,)), ((), ()))]
 
     return register(name, kernel=kernel, meta=meta, differentiable=False, samples=samples,
-                    result_order="operands")
+                    result_order="operands", tensors_only=("input", "other"))
 
 
 gcd = _int_only("gcd", np.gcd)

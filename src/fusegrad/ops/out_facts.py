@@ -21,8 +21,11 @@ FOUND = "Found dtype {O} but expected {R}"
 SAFELY = "Expected result to be safely castable from {R} dtype, but got result with dtype {O}"
 
 # Kinds of dtype test: "cast" (the result's dtype casts to out's by `can_cast`), "exact"
-# (they are equal), "bool" (out is bool), "floating" (out is floating or complex), "any" (no
-# test: the write casts whatever it is given).
+# (they are equal), "exact_direct" (equal where `out` is resized for the function to write
+# into directly: lstsq's residuals, when its solution's out has the result's dtype and its
+# driver computes some; otherwise they go through a temporary and a cast), "bool" (out is bool),
+# "floating" (out is floating or complex), "any" (no test: the write casts whatever it is
+# given).
 # A rule is one (kind, message) test, a tuple of them applied in turn, or a list with one
 # test per output of a function returning several tensors. A message starting "TypeError:"
 # or "NotImplementedError:" raises that type (PyTorch's `cat`, `nansum`), the others
@@ -135,6 +138,21 @@ _RULE_GROUPS: list[tuple[object, str]] = [
                "but got eigenvectors with dtype {O}")], "linalg.eig"),
     (("cast", "torch.linalg.eigvals: Expected eigenvalues to be safely castable from {R} "
               "dtype, but got eigenvalues with dtype {O}"), "linalg.eigvals"),
+    ([("cast", "torch.geqrf: Expected a to be safely castable from {R} dtype, but got a with "
+               "dtype {O}"),
+      ("cast", "torch.geqrf: Expected tau to be safely castable from {R} dtype, but got tau "
+               "with dtype {O}")], "geqrf"),
+    (("exact", "torch.ormqr: Expected input and result to have the same dtype, but input has "
+               "dtype{I} and result has dtype {O}"), "ormqr"),
+    ([("cast", "torch.linalg.lstsq: Expected solution to be safely castable from {R} dtype, "
+               "but got solution with dtype {O}"),
+      # (its residuals' message names the solution, as PyTorch's does)
+      (("cast", "torch.linalg.lstsq: Expected solution to be safely castable from {R} dtype, "
+                "but got solution with dtype {O}"), ("exact_direct", EXACT)),
+      ("cast", "torch.linalg.lstsq: Expected rank to be safely castable from {R} dtype, but "
+               "got rank with dtype {O}"),
+      ("cast", "torch.linalg.lstsq: Expected singular_values to be safely castable from {R} "
+               "dtype, but got singular_values with dtype {O}")], "linalg.lstsq"),
 ]
 # The rule of the functions no group names: PyTorch's TensorIterator cast check.
 DEFAULT_RULE = ("cast", CAST)
@@ -217,7 +235,8 @@ linalg.tensorinv linalg.tensorsolve nuclear_norm
 # Outputs PyTorch's LAPACK-backed kernels (and nonzero's) resize column-major (a matrix's two
 # last dimensions in Fortran order: strides (1, 3) for a 3x3 result, (9, 1, 3) for a batch
 # of two): the function's public name -> the output's index -> "any" (every resize) or
-# "empty" (only an `out` without elements; one of another shape is resized row-major).
+# "empty" (only an `out` without elements; one of another shape is resized row-major), or
+# "result" (an `out` without elements takes the result's own strides).
 # Outputs not named, and an `out` of the result's shape, keep the common rule (row-major;
 # its own strides).
 _COLUMN_MAJOR_GROUPS: list[tuple[dict, str]] = [
@@ -228,7 +247,8 @@ _COLUMN_MAJOR_GROUPS: list[tuple[dict, str]] = [
     ({0: "any", 1: "any"}, "linalg.qr qr triangular_solve"),
     ({0: "any", 2: "any"}, "linalg.svd"),
     ({1: "any"}, "linalg.eigh"),
-    ({0: "empty"}, "cholesky_inverse orgqr linalg.householder_product"),
+    ({0: "empty"}, "cholesky_inverse orgqr linalg.householder_product geqrf ormqr"),
+    ({0: "result"}, "linalg.lstsq"),
     ({1: "empty"}, "linalg.eig"),
 ]
 COLUMN_MAJOR_RESIZE: dict[str, dict] = {name: outputs for outputs, names in _COLUMN_MAJOR_GROUPS

@@ -68,18 +68,54 @@ def _laid_out(a, flat: np.ndarray) -> np.ndarray:
     return in_memory_order(flat.reshape, a.shape, memory_order(a))
 
 
+# The largest finite value of each floating dtype, by NumPy dtype name (bfloat16's is
+# ml_dtypes'), for uniform_'s bounds.
+_FLOAT_MAX = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38,
+              "float32": 3.4028234663852886e38, "float64": 1.7976931348623157e308}
+
+
+def _component(a) -> np.dtype:
+    """The dtype the draws of `a` are made in: its own, or a complex dtype's real one (PyTorch
+    fills a complex tensor through its real view, the real and imaginary parts of each
+    element in turn)."""
+    dt = np.dtype(a.dtype)
+    return np.dtype(dt.char.lower()) if dt.kind == "c" else dt
+
+
+def _as_complex(a, values: np.ndarray) -> np.ndarray:
+    """Draws of `a`'s real view (two per element) as `a`'s complex values; others as given."""
+    return values.view(a.dtype) if np.dtype(a.dtype).kind == "c" else values
+
+
 def _uniform(a, low=0.0, high=1.0, generator=None):
-    _float_only(a, "check_uniform_bounds")
+    real = _component(a)
+    _float_only(np.empty(0, real), "check_uniform_bounds")
+    top = _FLOAT_MAX[real.name]
+    cpp = _dtype.from_numpy_dtype(real).cpp
+    for value, name in ((low, "from"), (high, "to")):
+        if not -top <= value <= top:  # (NaN too)
+            raise RuntimeError(f"{name} is out of bounds for {cpp}")
     if low > high:
         raise RuntimeError("uniform_ expects to return a [from, to) range, but found "
                            f"from={low:g} > to={high:g}")
-    return _laid_out(a, draws.uniform(generator, a.size, a.dtype, low, high))
+    if high - low > top:
+        raise RuntimeError(
+            "uniform_ expects to-from <= std::numeric_limits<"
+            f"{_dtype.from_numpy_dtype(real).legacy}>::max(), but found to={high:g} and "
+            f"from={low:g} which result in to-from to exceed the limit")
+    n = a.size * (2 if real is not np.dtype(a.dtype) else 1)
+    return _laid_out(a, _as_complex(a, draws.uniform(generator, n, real, low, high)))
 
 
 def _normal(a, mean=0.0, std=1.0, generator=None):
     if std < 0:  # (checked before the dtype, as PyTorch does)
         raise RuntimeError(f"normal expects std >= 0.0, but found std {std:g}")
-    _float_only(a, "normal_kernel_cpu")
+    real = _component(a)
+    _float_only(np.empty(0, real), "normal_kernel_cpu")
+    if real != np.dtype(a.dtype):  # each part gets half the variance
+        values = draws.normal(generator, 2 * a.size, real, mean, std / np.sqrt(2.0),
+                              a.flags.c_contiguous)
+        return _laid_out(a, values.view(a.dtype))
     return _laid_out(a, draws.normal(generator, a.size, a.dtype, mean, std,
                                      a.flags.c_contiguous))
 
@@ -360,17 +396,23 @@ def _normal_of_tensors(mean, std, generator=None):
     added, each step rounding in the result's dtype."""
     ref = mean if isinstance(mean, np.ndarray) else std
     dt = ref.dtype
+    if isinstance(std, np.ndarray) and std.dtype.kind == "c":
+        raise RuntimeError("normal expects standard deviation to be non-complex")
     if not isinstance(std, np.ndarray) and std < 0:
         raise RuntimeError(f"normal expects std >= 0.0, but found std {std:g}")
-    _float_only(ref, "normal_kernel_cpu")
+    real = _component(ref)  # (a complex mean: the draws fill the result's real view)
+    _float_only(np.empty(0, real), "normal_kernel_cpu")
     if isinstance(std, np.ndarray) and (std < 0).any():
         raise RuntimeError("normal expects all elements of std >= 0.0")
     shape = broadcast_shapes(np.shape(mean), np.shape(std))
     n = int(np.prod(shape))
+    parts, scale = (2, 1 / np.sqrt(2.0)) if real != dt else (1, 1.0)
     if isinstance(std, np.ndarray):
-        data = draws.normal(generator, n, dt).reshape(shape) * std.astype(dt)
+        data = draws.normal(generator, n * parts, real, 0.0, scale)
+        data = _as_complex(ref, data).reshape(shape) * std.astype(dt)
     else:
-        data = draws.normal(generator, n, dt, 0.0, std).reshape(shape)
+        data = draws.normal(generator, n * parts, real, 0.0, std * scale)
+        data = _as_complex(ref, data).reshape(shape)
     return (data + np.asarray(mean).astype(dt)).astype(dt)
 
 

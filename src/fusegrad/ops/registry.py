@@ -98,7 +98,8 @@ class OpDef:
                  "metadata_only", "nondiff_outputs", "optional_tensor_args", "random",
                  "saved_names", "plain_args", "data_dependent", "permutes", "recomputable",
                  "autocast", "undefined_grads", "result_order", "save_reads_output",
-                 "overlap_ok", "forward_ad", "flops", "out_of_place", "__weakref__")
+                 "overlap_ok", "forward_ad", "flops", "out_of_place", "tensors_only",
+                 "__weakref__")
 
     def __init__(self, name: str, *, kernel: Callable, meta: Callable,
                  derivative: Callable | None = None, save: Callable | None = None,
@@ -115,8 +116,14 @@ class OpDef:
                  permutes: bool = False, autocast: str | None = None,
                  undefined_grads: bool = False, result_order: str | None = None,
                  overlap_ok: str | None = None, forward_ad: str | None = None,
-                 flops: Callable | None = None):
+                 flops: Callable | None = None, tensors_only: tuple = ()):
         self.name = name
+        # The names of the operands PyTorch's signature takes as Tensor only, with no
+        # overload for a number (`atan2(Tensor input, Tensor other)`: ("input", "other")),
+        # in order; () for most ops. The public surface refuses anything else there with
+        # PyTorch's argument parser's message (`atan2(): argument 'other' (position 2) must
+        # be Tensor, not int`), for the function, the method and the in-place method alike.
+        self.tensors_only = tuple(tensors_only)
         # The floating point operations of a call, `flops(args, result)`, by PyTorch's
         # formula (`utils.flop_counter`); None for ops PyTorch counts as free.
         self.flops = flops
@@ -329,6 +336,8 @@ def inplace_variant(op: OpDef, name: str, *, saves_self: bool = False, **overrid
                   samples=_inplace_samples(op.samples), domain=op.domain, tolerance=op.tolerance,
                   gradcheck=op.gradcheck, zero_grad=op.zero_grad, tensor_args=op.tensor_args,
                   onnx=op.onnx, result_order=op.result_order)
+    if name.partition(".")[0] == op.public + "_":  # (its own in-place form: `atan2_`, not
+        fields["tensors_only"] = op.tensors_only  # `clamp_min_` over maximum's kernel)
     if "save" not in overrides:  # the same saved values, so the same names
         fields["saved_names"] = op.saved_names
     fields.update(overrides)

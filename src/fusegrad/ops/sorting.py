@@ -8,7 +8,7 @@ from .. import _dtype
 from .._shapes import laid_like, like_strides
 from . import _onnx as ox
 from . import _tie_order
-from ._util import HALF, Spec, rand_array
+from ._util import HALF, Spec, in_format, rand_array
 from .reductions import (
     _all_samples,
     _dim1,
@@ -201,7 +201,8 @@ def _mode_kernel(a, dim=-1, keepdim=False):
         replay |= np.isnan(a).any(axis=d, keepdims=True)
     idx = _replay(a, d, replay, idx, 1, _mode_row)
     vals = np.take_along_axis(a, idx, d)
-    return _keep(vals, d, keepdim), _keep(idx, d, keepdim)
+    # Row-major results, as PyTorch's (an expanded input's take has stride 1 on size-1 dims).
+    return in_format(_keep(vals, d, keepdim), None), in_format(_keep(idx, d, keepdim), None)
 
 
 def _mode_row(row) -> list:
@@ -255,7 +256,8 @@ def _kthvalue_kernel(a, k, dim=-1, keepdim=False):
     ties = (_same(a, v).sum(axis=d, keepdims=True) > 1)
     i = _replay(a, d, ties, i, 1, _kth_row(k - 1))
     v = np.take_along_axis(a, i, d)
-    return _keep(v, d, keepdim), _keep(i, d, keepdim)
+    # Row-major results, as PyTorch's (an expanded input's take has stride 1 on size-1 dims).
+    return in_format(_keep(v, d, keepdim), None), in_format(_keep(i, d, keepdim), None)
 
 
 def _kthvalue_meta(a, k, dim=-1, keepdim=False):
@@ -298,7 +300,9 @@ def _sort_kernel(a, dim=-1, descending=False, stable=True):
         order = _replay(a, d, _has_ties(values, d, a.shape[d]), order, a.shape[d],
                         _sort_row(descending))
         values = np.take_along_axis(a, order, d)
-    if not a.flags.c_contiguous and a.size:  # PyTorch's results are laid out like `a`
+    # PyTorch's results are laid out like `a`, size-1 dims' strides too (which NumPy's
+    # C-contiguous flag ignores: a (1, 3) transposed from (3, 1) is "contiguous").
+    if a.size and (not a.flags.c_contiguous or 1 in a.shape):
         return laid_like(values, a), laid_like(order, a)
     # (NumPy's argsort along a leading axis can return another layout)
     return np.ascontiguousarray(values), np.ascontiguousarray(order)
@@ -385,7 +389,9 @@ def topk_kernel(a, k, dim=-1, largest=True, sorted=True):
         if not sorted and k * 64 > a.shape[d] and k > 2:
             rows = np.ones_like(rows)
         # (row-major, as PyTorch's results: the replay of tied rows writes through a view)
-        idx = np.ascontiguousarray(_replay(a, d, rows, idx, k, _topk_row(k, largest, sorted)))
+        idx = _replay(a, d, rows, idx, k, _topk_row(k, largest, sorted))
+    # (row-major, size-1 dims' strides too, as PyTorch's results; the values follow)
+    idx = in_format(idx, None)
     return np.take_along_axis(a, idx, d), idx
 
 

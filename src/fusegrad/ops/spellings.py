@@ -43,6 +43,7 @@ allclose equal lgamma digamma erfinv i0 sinc rad2deg deg2rad signbit isneginf is
 logit hypot logaddexp logaddexp2 nextafter heaviside fmin gcd lcm xlogy copysign ldexp frexp
 float_power clamp_min clamp_max diff rot90 repeat_interleave take put index_fill index_copy
 masked_scatter scatter_reduce diagonal_scatter select_scatter slice_scatter unique_consecutive orgqr
+geqrf ormqr
 split_with_sizes narrow_copy diagflat hsplit vsplit dsplit nansum nanmean nanmedian quantile
 nanquantile cov corrcoef histc histogram aminmax logcumsumexp dist renorm ravel is_nonzero
 is_same_size det inverse slogdet logdet pinverse svd qr cholesky cholesky_solve cholesky_inverse
@@ -66,12 +67,14 @@ lgamma_ digamma_ erfinv_ i0_ sinc_ rad2deg_ deg2rad_
 # Forms: "function" (the public function named), "inplace" / "inplace_args" (the registry
 # op named, on `self` alone / with the arguments given), "operator" and "compare" (the
 # registry op, NotImplemented for an operand of a foreign type), "binary_inplace" (the
-# Tensor overload, or the Scalar one for a number), "tensors_inplace" (the op, its operand
-# a tensor only), "scalar_as_tensor" (the op, a number made a tensor first), "method" and
+# Tensor overload, or the Scalar one for a number), "tensors_inplace" (the op on `self` and
+# one operand, named as PyTorch names it; the op's `OpDef.tensors_only` has the surface refuse
+# a non-tensor), "scalar_as_tensor" (the op, a number made a tensor first), "method" and
 # "property" (a function of the public layer named by its module under fusegrad, for a
 # method-only signature), "method_of_lazy_module" (such a function in a module `import
 # fusegrad` does not load: imported on the method's first call).
-# The operand's parameter name of a "tensors_inplace" method, where it is not `other`.
+# The operand's parameter name of a "tensors_inplace" method, where it is not `other` (for
+# keywords: the refusal's name comes from the op's `OpDef.tensors_only`).
 OPERAND_NAMES: dict[str, str] = {"heaviside_": "values"}
 
 METHODS: dict[str, tuple[str, ...]] = {
@@ -108,8 +111,8 @@ METHODS: dict[str, tuple[str, ...]] = {
     "floor_divide_": ("binary_inplace", "floor_divide_.Tensor"),
     "remainder_": ("binary_inplace", "remainder_.Tensor", "remainder_.Scalar"),
     "fmod_": ("binary_inplace", "fmod_.Tensor", "fmod_.Scalar"),
-    # in place, a tensor operand only (PyTorch refuses a number, naming the method and
-    # the parameter: `OPERAND_NAMES`)
+    # in place with one tensor operand (PyTorch refuses a number, naming the method and the
+    # parameter: the ops' `tensors_only`)
     "atan2_": ("tensors_inplace", "atan2_"),
     "arctan2_": ("tensors_inplace", "atan2_"),
     "logical_and_": ("tensors_inplace", "logical_and_"),

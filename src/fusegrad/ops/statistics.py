@@ -96,7 +96,8 @@ def _nanmedian_dim_kernel(a, dim, keepdim=False):
     vals = np.take_along_axis(a, idx, d)
     if not keepdim:
         vals, idx = np.squeeze(vals, d), np.squeeze(idx, d)
-    return vals, idx.astype(np.int64)
+    # New row-major results, as PyTorch's (NumPy's take follows the input's layout).
+    return np.ascontiguousarray(vals), np.ascontiguousarray(idx, dtype=np.int64)
 
 
 def _nanmedian_dim_meta(a, dim, keepdim=False):

@@ -14,9 +14,10 @@ it does not route), read through `names_with` as the other flags are.
 
 from __future__ import annotations
 
+from . import deferred
 from . import foreach as _foreach
 from .registry import REGISTRY
-from .spellings import ALIASES
+from .spellings import ALIASES, METHODS
 
 # Makes a tensor from no tensor argument: capture records it as a graph node all the same.
 FACTORY = "factory"
@@ -362,3 +363,48 @@ def kind_of(name: str) -> str | None:
     if name in ALIASES or any(op.public == name for op in REGISTRY.values()):
         return "op"
     return "composite" if name in COMPOSITES else None
+
+
+# The loaded ops by public spelling, for `tensors_only`: (registry size when made, every
+# public spelling, those with tensor-only operands -> their names).
+_PUBLICS: list = [-1, frozenset(), {}]
+# Method forms made from registry ops: the op names they give are the method's ops.
+_OP_FORMS = frozenset({"inplace", "inplace_args", "operator", "compare", "binary_inplace",
+                       "tensors_inplace", "scalar_as_tensor"})
+
+
+def _loaded_publics() -> list:
+    """`_PUBLICS`, remade when ops were registered since (a deferred module ran): read
+    without running any deferred module."""
+    size = dict.__len__(REGISTRY)
+    if _PUBLICS[0] != size:
+        ops = list(dict.values(REGISTRY))
+        _PUBLICS[:] = [size, frozenset(op.public for op in ops),
+                       {op.public: op.tensors_only for op in ops if op.tensors_only}]
+    return _PUBLICS
+
+
+def tensors_only(name: str, method: bool = False, load: bool = True) -> tuple[str, ...] | None:
+    """The operands public name `name` (a top-level function, or with `method` a Tensor
+    method) takes as tensors only, by PyTorch's parameter names: its op's
+    `OpDef.tensors_only` (an alias's is its op's); () for any other name. An op of a module
+    that has not run yet (`ops/deferred.py`) is found by running the deferred modules in
+    turn until one has registered it, as the registry finds an op by name (with `load`;
+    without, the answer for such a name is None)."""
+    if method:
+        form, *what = METHODS.get(name, ("method",))
+        if form == "function":
+            name = what[0]
+        elif form in _OP_FORMS:  # (the in-place forms name their ops: `arctan2_`'s atan2_)
+            ops = [dict.get(REGISTRY, op) or (REGISTRY.get(op) if load else None)
+                   for op in what]
+            publics = {op.public for op in ops if op is not None}
+            name = publics.pop() if len(publics) == 1 else name
+    name = ALIASES.get(name, name)
+    found = _loaded_publics()
+    if name not in found[1] and name not in COMPOSITES:
+        if not load:
+            return None
+        if deferred.load_until(lambda: name in _loaded_publics()[1]):
+            found = _loaded_publics()
+    return found[2].get(name, ())
