@@ -1754,26 +1754,7 @@ _TORCH_BREAKS = {
 
 # Programs where fusegrad breaks the graph more often than torch does, with each gap's minimal
 # repro.
-_CAPTURE_GAPS = {
-    "swin_shifted_windows": (
-        "is_contiguous() of a tensor computed from a non-contiguous one is not captured: views "
-        "of known layouts are (x.transpose(0, 1).is_contiguous() captures), but here the "
-        "windows come from matmuls of permuted q/k/v and layer norms of their results, and "
-        "capture does not vouch for the strides a computing op gives a non-contiguous "
-        "operand's result (the registry's result_order is not exact for every op: "
-        "x.t().topk(2, 0)[0].stride() is (1, 2) in eager, row-major in the meta), so "
-        "fg.compile(lambda x: (x.t() @ x).t().is_contiguous(), backend='eager') breaks "
-        "('Tensor.is_contiguous() of a tensor whose layout only running the ops gives'); "
-        "torch answers from its fake strides (in the model the break comes inside "
-        "nn.Sequential's loop, and the rest of the frame runs eagerly)"),
-    "rnn_hidden_grad_clip_hooks": (
-        "a hook on a tensor made in the graph is not captured: fg.compile(lambda x: "
-        "(lambda h: (h.register_hook(lambda g: g.clamp(-1, 1)), h)[1])(x.sin()).sum(), "
-        "backend='eager')(fg.randn(3, requires_grad=True)) breaks (\"Tensor.register_hook() "
-        "needs the tensor's values\"), as does retain_grad() (\"Tensor.retain_grad() needs "
-        "the tensor's values\"); torch captures both whole where the hook has no side effect "
-        "(here the break comes inside the time loop, so no graph is compiled at all)"),
-}
+_CAPTURE_GAPS: dict = {}
 
 _BREAKS = [pytest.param(p, marks=pytest.mark.xfail(strict=True,
                                                    reason=_CAPTURE_GAPS[p.__name__]))

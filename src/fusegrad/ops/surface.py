@@ -64,6 +64,15 @@ VIEW = "view"
 # A view of its first argument or a row-major copy of it, decided by its strides (`reshape`):
 # as a view's, its layout is known wherever its input's is.
 VIEW_OR_COPY = "view_or_copy"
+# A computed result eager's kernel lays out row-major whatever its operands' layout (the
+# reductions, matrix products, softmax, layer norm, scans, top-k): capture knows its layout
+# (`compiler/capture/layouts.py`; tests/test_compile_capture_gaps3.py checks it over input
+# layouts and dims). Other ops' results follow their operands (`OpDef.result_order`) or are
+# known only where their operands are row-major.
+ROW_MAJOR = "row_major"
+# A result eager's kernel lays out its own way even from row-major operands (geqrf's factor and
+# ormqr's product are column-major, as LAPACK's): capture never knows its layout.
+OWN_LAYOUT = "own_layout"
 
 _OP_FLAGS = (INPLACE, DATA_DEPENDENT, RANDOM, VIEW)  # the flags an OpDef carries as attributes
 
@@ -328,7 +337,11 @@ FUNCTIONAL_OWN_ERRORS = frozenset({"fractional_max_pool2d", "fractional_max_pool
 # Public names by layout fact (composites and spellings of registry ops alike).
 LAYOUTS: dict[str, frozenset[str]] = {VIEW_OR_COPY: frozenset("""
 reshape reshape_as view_as flatten unflatten ravel movedim moveaxis swapaxes swapdims narrow
-expand_as""".split())}
+expand_as""".split()), ROW_MAJOR: frozenset("""
+mm bmm addmm baddbmm dot mv sum nansum mean prod amax amin max min argmax argmin all any
+logsumexp norm linalg_vector_norm var std var_mean std_mean softmax log_softmax
+native_layer_norm cumsum cumprod logcumsumexp topk embedding masked_fill""".split()),
+    OWN_LAYOUT: frozenset(["geqrf", "ormqr"])}
 
 _CACHE: dict[str, tuple[int, frozenset[str]]] = {}
 

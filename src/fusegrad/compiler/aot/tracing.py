@@ -705,7 +705,8 @@ class Tracer(_dispatch.DispatchMode):
                 raise AOTUnsupported("a hook (or retain_grad) on a tensor inside the graph")
             extras = fn._x if fn is not None else None
             if extras is not None and (extras.pre_hooks or extras.post_hooks
-                                       or extras.tensor_pre_hooks or extras.retains_grad):
+                                       or _untraceable(extras.tensor_pre_hooks)
+                                       or extras.retains_grad):
                 raise AOTUnsupported("a hook on an autograd node inside the graph")
 
 
@@ -718,3 +719,13 @@ def _version_counts(args) -> list:
             seen.add(id(a._vc))
             counts.append((a._vc, a._vc[0]))
     return counts
+
+
+def _untraceable(tensor_pre_hooks: dict) -> bool:
+    """Whether a tensor hook among `tensor_pre_hooks` is one capture did not speculate: a
+    speculated one (`capture.hooks`) has no effect outside itself, so running it while the
+    backward is traced records it into the backward graph."""
+    from ..capture.hooks import TRACEABLE_HOOKS
+
+    return any(h not in TRACEABLE_HOOKS for hooks in tensor_pre_hooks.values()
+               for h in hooks.values())

@@ -22,7 +22,7 @@ import types
 import numpy as np
 
 from ..._dtype import python_scalar
-from ..._fake import DataDependentOutputError, FakeTensor, FakeTensorMode
+from ..._fake import DataDependentOutputError, FakeTensor
 from ..._shapes import dense_strides
 from ..._symbolic import ShapeEnv, SymInt
 from ..._tensor import Tensor
@@ -32,6 +32,7 @@ from ..markers import enter_recompute_region, exit_recompute_region
 from .dynamic import input_order, strict_dims
 from .functional_call import check_not_replaced, overridden_read
 from .guards import GuardSet, _is_plain_data, _shares_memory
+from .layouts import LayoutFakeMode
 from .symfloat import (
     SymFloat,
     SymText,
@@ -88,7 +89,7 @@ class GraphBuilder:
         self.guards.global_state()
         self.inputs: dict[str, TensorVariable] = {}  # source -> placeholder variable
         self.input_values: dict[str, Tensor] = {}
-        self.fake_mode = FakeTensorMode()
+        self.fake_mode = LayoutFakeMode()  # (results with eager's strides where known)
         self.created: list = []  # nodes in creation order (to undo a failed instruction)
         # Functions MAKE_FUNCTION built while translating: their cells and defaults hold
         # values of variables that were guarded where they were read.
@@ -556,6 +557,8 @@ class GraphBuilder:
             for value in self.input_values.values():
                 self._refuse_aliasing(value)
             self.mutated = True
+        unknown = self.fake_mode.unknown
+        self.fake_mode.free.clear()
         try:
             with self.fake_mode:
                 if kind == "call_function":
@@ -573,6 +576,12 @@ class GraphBuilder:
                 from None
         node = self.graph.create_node(kind, target, node_args, node_kwargs)
         self.created.append(node)
+        # Whether every op the call ran gave its result eager's strides (`layouts`), and
+        # whether those of the call's results do not depend on its operands' layout.
+        node.meta["layout_exact"] = self.fake_mode.unknown == unknown
+        results = example if isinstance(example, (tuple, list)) else (example,)
+        node.meta["layout_free"] = all(self.fake_mode.free.get(id(r)) is r for r in results)
+        self.fake_mode.free.clear()
         if _mutates(node):
             if self.protected:
                 raise Unsupported("an in-place op inside a try block (the graph could not "

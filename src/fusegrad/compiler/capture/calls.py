@@ -45,6 +45,7 @@ from ...ops.surface import (
 from ..markers import COMPILE_TIME_ANSWERS
 from . import reasons
 from .builder import holds_symbol
+from .control_flow import call_cond, is_cond
 from .custom_function import call_function_apply, is_function_apply
 from .exceptions import make_exception
 from .foreach import call_foreach, is_foreach
@@ -421,6 +422,8 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
         return call_functional(tr, fn, args, kwargs)
     if is_function_apply(f):  # a user autograd.Function: one node, if it has no effects
         return call_function_apply(tr, fn, args, kwargs)
+    if is_cond(f):  # both branches speculated, one node choosing between them
+        return call_cond(tr, args, kwargs)
     if isinstance(f, types.MethodType) and _is_user_function(f.__func__):
         self_var = tr.builder.wrap(f.__self__, None if fn.source is None else
                                    fn.source + ".__self__")
@@ -1288,11 +1291,15 @@ def _layout_known(node) -> bool:
 
     A graph input's fake copies the input's strides, and a view's meta gives eager's strides
     of its input's layout (`x.transpose(0, 1)`, `permute`, `expand`: known where the input's
-    is). The metas of computing ops (pointwise, reductions, ...) give row-major results, where
-    eager keeps the layout of non-contiguous operands (`(x.t() * 2).stride()` is `(1, 4)`, a
-    channels_last input stays channels_last), so a computed tensor's strides are known only
-    when it and the tensors it was computed from are row-major contiguous, their own layouts
-    known; `contiguous()` makes a row-major tensor whatever it is given. Otherwise
+    is). The metas of computing ops give row-major results, where eager keeps the layout of
+    non-contiguous operands for some (`(x.t() * 2).stride()` is `(1, 4)`, `x.t().sort(0)`
+    keeps its input's): capture's fake mode gives a result eager's strides where a rule
+    says what they are (`layouts`: elementwise ops, and ops that always make a row-major
+    result), and a computed tensor's strides are known when every op of its call had
+    such a rule (`layout_exact`) and the tensors it was computed from have known layouts,
+    or its layout does not depend on theirs (`layout_free`: a reduction's, a row-major
+    copy's; a node recorded otherwise: when it and those tensors are row-major contiguous);
+    `contiguous()` makes a row-major tensor whatever it is given. Otherwise
     `stride()`/`is_contiguous()` break the graph and are answered by the real tensor."""
     if node is None:
         return True
@@ -1310,13 +1317,24 @@ def _layout_known(node) -> bool:
         inputs = n.all_input_nodes
         if n.op == "placeholder" or _makes_row_major(n):
             known = True
-        elif _is_view(n):
+        elif _is_view(n) or _item_of_results(n):
             known = all(i.meta["layout_known"] for i in inputs)
+        elif n.meta.get("layout_exact") is not None:  # (a call the fake mode ran)
+            known = n.meta["layout_exact"] and (n.meta.get("layout_free") or all(
+                i.meta["layout_known"] for i in inputs))
         else:
             known = _row_major_values(n) and all(
                 i.meta["layout_known"] and _row_major_values(i) for i in inputs)
         n.meta["layout_known"] = known
     return node.meta["layout_known"]
+
+
+def _item_of_results(node) -> bool:
+    """Whether `node` takes one result of a call giving several (`x.max(0)[0]`, which has
+    the layout its call gave it)."""
+    return node.op == "call_function" and node.target is operator.getitem and bool(
+        node.args) and hasattr(node.args[0], "op") and isinstance(
+        node.args[0].meta.get("example_value"), (tuple, list))
 
 
 def _row_major_values(node) -> bool:
@@ -1356,6 +1374,15 @@ def _size_one_strides_unknown(obj) -> bool:
     return any(bool(n == 1) for n in obj.example.shape)
 
 
+def _empty_computed(obj) -> bool:
+    """Whether `obj` is a computed tensor without elements: eager's strides of one are
+    NumPy's (`zeros(3, 0, 2).permute(2, 0, 1).stride()` is `(3, 1, 1)`), which no meta
+    models; a graph input's are its own."""
+    if obj.node is None or obj.node.op == "placeholder":
+        return False
+    return any(bool(n == 0) for n in obj.example.shape)
+
+
 def _row_major(t: Tensor) -> bool:
     """Whether fake `t` is row-major contiguous (a symbolic answer counts as not)."""
     try:
@@ -1375,13 +1402,18 @@ def _call_method(tr, fn: MethodVariable, args, kwargs) -> Variable:
             node = tr.builder.graph.create_node("call_method", "item", (obj.node,), {})
             tr.builder.created.append(node)
             return ConstantVariable(UnbackedFloat(node, tr.builder))
+        if name == "register_hook":
+            from .hooks import register_hook
+
+            return register_hook(tr, obj, args, kwargs)
         if has_flag(name, DATA_DEPENDENT):
             raise Unsupported(f"Tensor.{name}() needs the tensor's values",
                               reason=reasons.data_method(name, obj.example))
         if name in ("size", "dim", "numel", "stride", "is_contiguous", "is_floating_point",
                     "element_size", "nelement", "ndimension"):
             if name in ("stride", "is_contiguous") and not _layout_known(obj.node) or \
-                    name == "stride" and _size_one_strides_unknown(obj):
+                    name == "stride" and _size_one_strides_unknown(obj) or \
+                    name in ("stride", "is_contiguous") and _empty_computed(obj):
                 raise Unsupported(f"Tensor.{name}() of a tensor whose layout only running "
                                   "the ops gives (computed from non-contiguous tensors)")
             values = [tr.as_python(a) for a in args]

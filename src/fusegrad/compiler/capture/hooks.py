@@ -1,0 +1,184 @@
+"""`h.register_hook(fn)` on a tensor the captured frame computed.
+
+The call becomes a graph node that registers `fn` on the tensor the graph computes: run
+eagerly (the "eager" backend) it is eager's own registration, so the hook sees the tensor's
+whole gradient in the backward and what it returns replaces it; AOT autograd, tracing the
+forward, registers it on the traced tensor, and its backward trace runs it there, so the
+hook's ops become part of the backward graph. Either way the hook's body runs once per trace
+and not once per backward, so, as Dynamo does, the capture first speculates it: `fn` is
+translated on a stand-in gradient and must assign nothing outside itself, write into no
+tensor from outside, need no graph break (printing, reading values), and return None or a
+tensor of the gradient's shape and dtype; what it recorded is erased. A hook that fails runs
+for real (a graph break), as does one on a graph input (its gradient comes from outside the
+graph too), on a view, or one whose handle the program keeps (`handle.remove()`).
+"""
+
+from __future__ import annotations
+
+import types
+import weakref
+
+from ...fx import has_side_effect
+from .variables import (
+    CellVariable,
+    ConstantVariable,
+    NestedFunctionVariable,
+    TensorVariable,
+    Unsupported,
+    Variable,
+)
+
+# The hook functions the capture speculated: AOT autograd may trace them into the backward
+# graph (`aot.tracing.Tracer.check_no_hooks`).
+TRACEABLE_HOOKS: weakref.WeakSet = weakref.WeakSet()
+
+
+def register_traced_hook(t, fn):
+    """Register hook `fn` on `t` (a graph node's target); returns `t`."""
+    t.register_hook(fn)
+    return t
+
+
+register_traced_hook.side_effect = True  # (dead-code elimination keeps it)
+has_side_effect(register_traced_hook)
+
+_PLAIN = (int, float, bool, str, type(None))
+
+
+def real_function(tr, fn: Variable, what: str = "Tensor.register_hook()"):
+    """The Python function a graph node calls for variable `fn` (a hook, a cond branch): a
+    function made in the frame (a lambda) rebuilt from its code where its closure and
+    defaults are plain constants, or a function from outside that a guard pins; otherwise
+    `Unsupported`."""
+    if isinstance(fn, NestedFunctionVariable):
+        cells = []
+        for cell in fn.closure:
+            if not isinstance(cell, CellVariable) or cell.real is not None or \
+                    not isinstance(cell.contents, ConstantVariable) or \
+                    type(cell.contents.value) not in _PLAIN:
+                raise Unsupported(f"{what} of a function whose closure holds more than "
+                                  "constants")
+            cells.append(types.CellType(cell.contents.value))
+        defaults = fn.defaults
+        if defaults is not None and not (isinstance(defaults, ConstantVariable) and isinstance(
+                defaults.value, tuple) and all(type(v) in _PLAIN for v in defaults.value)):
+            raise Unsupported(f"{what} of a function with non-constant defaults")
+        if fn.kwdefaults is not None and not (isinstance(fn.kwdefaults, ConstantVariable)
+                                              and fn.kwdefaults.value is None):
+            raise Unsupported(f"{what} of a function with keyword defaults")
+        real = types.FunctionType(fn.code, fn.f_globals, fn.code.co_name,
+                                  defaults.value if defaults is not None else None,
+                                  tuple(cells) or None)
+        tr.builder.fresh_functions.append(real)
+        return real
+    value = fn.value if isinstance(fn, ConstantVariable) else None
+    if isinstance(value, types.FunctionType) and _plain_parts(value):
+        if any(value is f for f in tr.builder.fresh_functions):
+            return value  # (made by the frame from its code and constants: a lambda)
+        if fn.source is not None:
+            tr.builder.guards.constant(fn.source, value)  # (rebound: captured again)
+            return value
+    raise Unsupported(f"{what} of a callable the capture cannot speculate")
+
+
+def _plain_parts(f: types.FunctionType) -> bool:
+    """Whether `f`'s closure cells and defaults hold plain constants only (what the graph
+    may keep for every run: the capture specialised them)."""
+    try:
+        cells = [c.cell_contents for c in f.__closure__ or ()]
+    except ValueError:  # (an empty cell)
+        return False
+    kw = list((f.__kwdefaults__ or {}).values())
+    return all(type(v) in _PLAIN for v in (*cells, *(f.__defaults__ or ()), *kw))
+
+
+def speculate_call(tr, fn: Variable, args: list, what: str, grad_mode: bool) -> Variable:
+    """Translate `fn(*args)` under `grad_mode`, check it had no effect outside itself (an
+    assignment or append outside it, a write into a tensor from outside, a graph break),
+    and erase what it recorded; returns its result variable (its tensors' nodes erased,
+    their examples kept). `Unsupported`, naming `what`, otherwise."""
+    from ..._thread_state import local, set_grad_enabled
+    from .calls import _mutates_from_outside, inline, inline_nested
+
+    builder = tr.builder
+    mark, n_stores, mutated = len(builder.created), len(builder.stores), builder.mutated
+    mode = local.grad_enabled
+    try:
+        builder.set_grad_enabled(grad_mode)
+        if isinstance(fn, NestedFunctionVariable):
+            returned = inline_nested(tr, fn, list(args), {})
+        else:
+            returned = inline(tr, fn.value, list(args), {})
+        if len(builder.stores) > n_stores:
+            raise Unsupported("a side effect (an assignment or an append outside it)")
+        region = {id(n) for n in builder.created[mark:]}
+        if any(_mutates_from_outside(n, region) for n in builder.created[mark:]):
+            raise Unsupported("a write into a tensor from outside it")
+        return returned
+    except Unsupported as e:
+        raise Unsupported(f"{what}: {e}") from None
+    finally:
+        set_grad_enabled(mode)
+        builder.discard_since(mark)
+        del builder.stores[n_stores:]
+        builder.mutated = mutated
+
+
+def _speculate(tr, fn: Variable, t: TensorVariable) -> None:
+    """Speculate hook `fn` on a stand-in gradient of `t` (the backward runs hooks without
+    grad mode): it must return None or a tensor of the gradient's shape and dtype."""
+    from ..._creation import zeros_like
+
+    what = "Tensor.register_hook()"
+    mark = len(tr.builder.created)
+    try:
+        grad = tr.builder.call("call_function", zeros_like, (t,), {})
+        returned = speculate_call(tr, fn, [grad], what, False)
+    finally:
+        tr.builder.discard_since(mark)  # (the stand-in)
+    if isinstance(returned, TensorVariable):
+        e, want = returned.example, t.example
+        if tuple(e.shape) != tuple(want.shape) or e.dtype != want.dtype:
+            raise Unsupported(f"{what}: the hook returns a tensor of another shape or dtype")
+    elif not (isinstance(returned, ConstantVariable) and returned.value is None):
+        raise Unsupported(f"{what}: the hook returns something other than a tensor or None")
+
+
+def register_hook(tr, t: TensorVariable, args: list, kwargs: dict) -> Variable:
+    """`t.register_hook(fn)` during translation: a graph node registering the speculated
+    hook; the call's handle is a variable that breaks the graph where it is used."""
+    if kwargs or len(args) != 1:
+        raise Unsupported("Tensor.register_hook() with other arguments")
+    example = t.example
+    if t.node is None or t.node.op == "placeholder" or t.source is not None:
+        raise Unsupported("Tensor.register_hook() on a graph input (its gradient also "
+                          "comes from outside the graph)")
+    if not example.requires_grad:
+        raise Unsupported("Tensor.register_hook() on a tensor that does not require grad")
+    if example._base is not None:
+        raise Unsupported("Tensor.register_hook() on a view")
+    fn = args[0]
+    real = real_function(tr, fn)
+    _speculate(tr, fn, t)
+    TRACEABLE_HOOKS.add(real)
+    # (recorded, not run on the fake example: a hook there would outlive the capture)
+    node = tr.builder.graph.create_node("call_function", register_traced_hook,
+                                        (t.node, real), {})
+    tr.builder.created.append(node)
+    node.meta["example_value"] = example
+    return HookHandleVariable()
+
+
+class HookHandleVariable(Variable):
+    """The handle `register_hook` returns inside the graph: using it (`remove()`) or letting
+    it leave the frame is not captured."""
+
+    __slots__ = ()
+
+    def __init__(self) -> None:
+        super().__init__(None)
+
+    def python_type(self) -> type:
+        from ...autograd.graph import RemovableHandle
+
+        return RemovableHandle
