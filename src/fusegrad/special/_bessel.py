@@ -64,12 +64,16 @@ def _i_values(x, order: int):
         u = v * v / 4
         out[small] = (_power_sums(u, _INV_FACT2, False) if order == 0
                       else v / 2 * _power_sums(u, _INV_FACT_FACT1, False))
-    big = (np.abs(x) > 15) & np.isfinite(x)
+    # Beyond |x| = 750 the value overflows every float type (exp(|x|) alone does), and the
+    # quadrature's nodes would grow with sqrt(|x|) (1e30: 1.2e16 of them).
+    big = (np.abs(x) > 15) & (np.abs(x) <= 750)
     if big.any():
         v = x[big]
         with np.errstate(over="ignore", invalid="ignore"):
             val = _scaled_i(v, order) * np.exp(np.abs(v))
         out[big] = np.where(v < 0, -val, val) if order == 1 else val
+    huge = (np.abs(x) > 750) & np.isfinite(x)
+    out[huge] = np.where(x[huge] < 0, -np.inf, np.inf) if order == 1 else np.inf
     return out
 
 
@@ -106,12 +110,33 @@ def k_values(x, order: int, scaled: bool):
         v = x[small]
         k = _k_small(v)[order]
         out[small] = k * np.exp(v) if scaled else k
-    big = (x > 1) & np.isfinite(x)
+    big = (x > 1) & (x <= 50)
     if big.any():
         v = x[big]
         k = _scaled_k(v, float(order))
         out[big] = k if scaled else k * np.exp(-v)
+    # (the quadrature's cut, where its integrand falls below exp(-750), loses digits as x
+    # grows: 8e-8 relative at 1e10, all of them at 1e30)
+    far = (x > 50) & np.isfinite(x)
+    if far.any():
+        v = x[far]
+        k = _scaled_k_asymptotic(v, float(order))
+        with np.errstate(under="ignore"):
+            out[far] = k if scaled else k * np.exp(-v)
     return out
+
+
+def _scaled_k_asymptotic(x, nu: float, terms: int = 30):
+    """exp(x) K_nu(x) by its asymptotic expansion sqrt(pi / (2x)) sum_k a_k(nu) / x^k,
+    a_k = prod_(j<=k) (4 nu^2 - (2j - 1)^2) / (8j): at x > 50 its terms fall far below
+    rounding long before they grow again (30 of them: within an ulp of the exact value)."""
+    mu = 4 * nu * nu
+    term = np.ones_like(x)
+    total = np.ones_like(x)
+    for k in range(1, terms):
+        term = term * (mu - (2 * k - 1) ** 2) / (8 * k * x)
+        total = total + term
+    return np.sqrt(np.pi / (2 * x)) * total
 
 
 # ---------------------------------------------------------------- Y0, Y1
