@@ -945,13 +945,27 @@ def full_like(input, fill_value, *, dtype=None, layout=None, device=None, requir
                      dtype=dtype or input.dtype, device=device, requires_grad=requires_grad)
 
 
-def randint_like(input, low, high=None, *, dtype=None, layout=None, device=None,
+def randint_like(input, low=None, high=None, *, dtype=None, layout=None, device=None,
                  requires_grad=False, memory_format=None, generator=None):
-    """`randint` with the shape (and by default dtype) of `input`."""
+    """`randint` with the shape (and by default dtype) of `input`: `randint_like(x, high)`,
+    `randint_like(x, low, high)` or `randint_like(x, high=high)` (low 0)."""
+    options = dict(memory_format=memory_format, dtype=dtype, layout=layout, device=device,
+                   requires_grad=requires_grad)
+    if generator is not None:
+        options = dict(generator=generator, **options)
+    if low is None and (high is None or (generator is not None
+                                         and _random.bad_generator(generator))):
+        # no overload matches (neither bound, or a `high=` keyword beside a bad generator):
+        # PyTorch's list of them, `high` named among the keywords
+        named = {} if high is None else {"high": high}
+        raise _generator_error("randint_like", (input,), _RANDINT_LIKE_SIGNATURES, **named,
+                               **options)
     _check_like_generator("randint_like", (input, low) if high is None else (input, low, high),
                           _RANDINT_LIKE_SIGNATURES, generator, dtype, layout, device,
                           requires_grad, memory_format)
-    if high is None:
+    if low is None:
+        low = 0  # randint_like(x, high=...)
+    elif high is None:
         low, high = 0, low
     if device is None and (_active.default_device or not input._plain):
         device = input.device

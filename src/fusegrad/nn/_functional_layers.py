@@ -13,7 +13,7 @@ import warnings
 import numpy as np
 
 from .. import _dtype
-from .. import _random_draws as _draws
+from .._creation import arange as _arange
 from .._dispatch import call
 from .._symbolic import SymInt
 from .._tensor import Tensor
@@ -195,14 +195,15 @@ def _noise_dropout(input: Tensor, p: float, training: bool, inplace: bool, featu
                    alpha: bool) -> Tensor:
     """Dropout by one drawn noise tensor (per channel when `feature`): scaled by 1/(1-p), or
     for `alpha` an affine map that keeps zero mean and unit variance (dropped units at
-    SELU's saturation value), as `input * noise (+ shift)`, recorded as PyTorch records it."""
+    SELU's saturation value), as `input * noise (+ shift)`, recorded as PyTorch records it.
+    The noise is drawn and scaled by recorded ops (as PyTorch's kernel does it, each step
+    in the input's dtype), so that a traced graph holds the draw."""
     if not training or p == 0.0 or input.numel() == 0:
         return input
     if feature and input.dim() < 2:
         raise RuntimeError("Feature dropout requires at least 2 dimensions in the input")
-    np_dtype = input.dtype.np
     if p == 1.0:
-        zero = Tensor._make(np.zeros((), dtype=np_dtype))
+        zero = input.new_zeros(())
         return input.mul_(zero) if inplace else input * zero
     check_noise_dtype(input, alpha)
     shape = (tuple(input.shape[:2]) + (1,) * (input.dim() - 2) if feature
@@ -212,16 +213,13 @@ def _noise_dropout(input: Tensor, p: float, training: bool, inplace: bool, featu
         out = input.mul_(noise) if inplace else input * noise
         return out.add_(input.new_empty(shape)) if alpha else out
     # PyTorch's noise: bernoulli_(1 - p) on a tensor of the noise's shape
-    keep = _draws.bernoulli_scalar(None, math.prod(shape), 1.0 - p).reshape(shape)
+    noise = input.new_empty(shape).bernoulli_(1.0 - p)
     if not alpha:
-        noise = Tensor._make((keep / (1.0 - p)).astype(np_dtype))
+        noise.div_(1.0 - p)
         return input.mul_(noise) if inplace else input * noise
     a = 1.0 / math.sqrt((_SELU_SATURATION ** 2 * p + 1) * (1 - p))
-    # Each step rounds in the input's dtype, as PyTorch's float32 noise does.
-    step = np_dtype.type if np_dtype.itemsize >= 4 else np.float32
-    shift = (keep.astype(np_dtype) - step(1)) * step(_SELU_SATURATION * a)
-    shift = Tensor._make((shift + step(_SELU_SATURATION * a * p)).astype(np_dtype))
-    noise = Tensor._make((keep * step(a)).astype(np_dtype))
+    shift = noise.add(-1).mul_(_SELU_SATURATION * a).add_(_SELU_SATURATION * a * p)
+    noise.mul_(a)
     out = input.mul_(noise) if inplace else input * noise
     return out.add_(shift)
 
@@ -554,8 +552,9 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None,
             raise RuntimeError("step must be nonzero")
         # One bag per row: with include_last_offset the offsets end with the last bag's end.
         end = rows * cols + (cols if include_last_offset else 0)
-        # (in the input's type, as PyTorch's arange: the bag op then checks that type)
-        offsets = Tensor._make(np.arange(0, end, cols, dtype=input.dtype.np))
+        # (in the input's type, as PyTorch's arange: the bag op then checks that type; a
+        # recorded factory, so that a traced graph holds it)
+        offsets = _arange(0, end, cols, dtype=input.dtype)
         input = input.reshape(-1)
         if per_sample_weights is not None:
             per_sample_weights = per_sample_weights.reshape(-1)
