@@ -87,7 +87,7 @@ class MetaTensor(FakeTensor):
             out = FakeTensor._compute.__func__(MetaTensor, op, args)
         except DataDependentOutputError as e:
             raise _data_dependent_error(op.name, str(e)) from None
-        if op.result_order == "operands" and out.__class__ is MetaTensor and not (
+        if op.result_order in ("operands", "iterator") and out.__class__ is MetaTensor and not (
                 op.view or op.metadata_only or op.inplace):
             _lay_out_as_operands(out, op, args)
         return out

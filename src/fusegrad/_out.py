@@ -267,7 +267,7 @@ def _overlap_rules(name: str) -> list | tuple:
         rule = None
         if any(op.list_arg for op in ops):
             rule = _FULL
-        elif ops and all(op.result_order == "operands" for op in ops):
+        elif ops and all(op.result_order in ("operands", "iterator") for op in ops):
             rule = _PARTIAL
         rules = (rule, rule)
     _OVERLAP_RULES[name] = rules

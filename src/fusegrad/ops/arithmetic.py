@@ -630,7 +630,7 @@ floor_divide = register(
     node="NotImplemented",
     derivative=not_implemented_derivative("floor_divide"), gradcheck=False,
     samples=_binary_samples_nonzero(scalars=()), tensor_args=(0, 1), onnx=ox.floor_divide,
-    result_order="operands")
+    result_order="iterator")
 floor_divide_scalar = register(
     "floor_divide.Scalar", kernel=iterator_ordered(_floor_divide),
     meta=_division_meta("div_floor_cpu"),
@@ -680,7 +680,8 @@ div_mode = register(
     gradcheck=False, public="div", tensor_args=(0, 1), nondiff_args=(2,),
     samples=lambda rng, dt: [Sample(s.args + (mode,), name=f"{s.name} {mode}")
                              for s in _binary_samples_nonzero(scalars=(1.5, -2))(rng, dt)
-                             for mode in ("floor", "trunc")], onnx=ox.div_mode)
+                             for mode in ("floor", "trunc")], onnx=ox.div_mode,
+    result_order="iterator")
 div_mode_ = inplace_variant(div_mode, "div_.Tensor_mode", public="div_",
                             kernel=inplace_checks_first(_div_mode))
 
@@ -719,7 +720,8 @@ remainder = register(
     derivative=lambda g, a, b: (g, -g * (a / b).floor() if b is not None else None),
     save=lambda out, a, b: (a if needs(b) else None, b if needs(b) else None),
     samples=_binary_samples_nonzero(scalars=()), tensor_args=(0, 1), public="remainder",
-    onnx=ox.remainder)
+    onnx=ox.remainder,
+    result_order="iterator")
 remainder_scalar = register(
     "remainder.Scalar", kernel=_remainder(np.remainder, "remainder_cpu"),
     meta=_division_meta("remainder_cpu"),
@@ -738,7 +740,8 @@ fmod = register(
     derivative=lambda g, a, b: (g, -g * (a / b).trunc() if b is not None else None),
     save=lambda out, a, b: (a if needs(b) else None, b if needs(b) else None),
     samples=_binary_samples_nonzero(scalars=()), tensor_args=(0, 1), public="fmod",
-    onnx=ox.fmod)
+    onnx=ox.fmod,
+    result_order="iterator")
 fmod_scalar = register(
     "fmod.Scalar", kernel=_remainder(np.fmod, "fmod_cpu"), meta=_division_meta("fmod_cpu"),
     node="FmodBackward0",
@@ -851,7 +854,8 @@ lerp = register(
     derivative=lambda g, w: (g * cj(1 - w), g * cj(w), None), save=lambda out, a, e, w: (w,),
     samples=lambda rng, dt: [Sample((rand_array(rng, a, dt), rand_array(rng, b, dt), w))
                              for a, b in (((3, 4), (3, 4)), ((3, 4), (4,)), ((), ()))
-                             for w in (0.3, 0.8)], public="lerp", saved_names=("weight",))
+                             for w in (0.3, 0.8)], public="lerp", saved_names=("weight",),
+    result_order="iterator")
 lerp_tensor = register(
     "lerp.Tensor", kernel=lambda a, e, w: _lerp_kernel(a, e, w, "lerp_kernel_tensor"),
     meta=lambda a, e, w: _lerp_meta(a, e, w, "lerp_kernel_tensor"), node="LerpBackward1",
@@ -861,7 +865,8 @@ lerp_tensor = register(
     samples=lambda rng, dt: [Sample((rand_array(rng, a, dt), rand_array(rng, b, dt),
                                      rand_array(rng, c, dt, (0, 1))))
                              for a, b, c in (((3, 4), (3, 4), (3, 4)), ((3, 4), (4,), (3, 1)),
-                                             ((), (), ()))])
+                                             ((), (), ()))],
+    result_order="iterator")
 lerp_ = inplace_variant(lerp, "lerp_.Scalar")
 lerp_tensor_ = inplace_variant(lerp_tensor, "lerp_.Tensor", saves_self=True)
 
@@ -947,7 +952,8 @@ addcmul = register(
     # may change afterwards (as in PyTorch).
     save=lambda out, a, t1, t2, value=1: (t1 if _wants_grad(t2) else None,
                                           t2 if _wants_grad(t1) else None, value),
-    samples=_addc_samples(None), onnx=ox.addc("Mul"))
+    samples=_addc_samples(None), onnx=ox.addc("Mul"),
+    result_order="iterator")
 addcdiv = register(
     "addcdiv", kernel=_addc_kernel(np.true_divide), meta=_addc_meta, node="AddcdivBackward0",
     forward_ad="added_product",
@@ -958,6 +964,7 @@ addcdiv = register(
     save=lambda out, a, t1, t2, value=1: (t1 if _wants_grad(t2) else None,
                                           t2 if _wants_grad(t1) or _wants_grad(t2) else None,
                                           value),
-    samples=_addc_samples((0.5, 2.0)), onnx=ox.addc("Div"))
+    samples=_addc_samples((0.5, 2.0)), onnx=ox.addc("Div"),
+    result_order="iterator")
 addcmul_ = inplace_variant(addcmul, "addcmul_")
 addcdiv_ = inplace_variant(addcdiv, "addcdiv_")

@@ -139,7 +139,8 @@ where = register(
     derivative=_where_derivative, save=_where_save, saved_names=("condition",),
     nondiff_args=(0,),
     samples=_where_samples, tensor_args=(1, 2), onnx=_where_onnx,
-    lowering=lambda v, c, a, b: v.where(c, a, b))
+    lowering=lambda v, c, a, b: v.where(c, a, b),
+    result_order="iterator")
 
 
 def _extremum_grads(g, a, b, a_loses, b_loses):

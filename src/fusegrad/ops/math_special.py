@@ -542,7 +542,7 @@ def _nextafter_kernel(a, b):
 nextafter = register(
     "nextafter", kernel=iterator_ordered(_nextafter_kernel), meta=_float_meta("nextafter_cpu"),
     node="NextafterBackward0", derivative=lambda g: (g, g * 0), save=lambda out, a, b: (),
-    samples=binary_samples(scalars=()), gradcheck=False, result_order="operands",
+    samples=binary_samples(scalars=()), gradcheck=False, result_order="iterator",
     tensors_only=("input", "other"))
 nextafter_ = inplace_variant(nextafter, "nextafter_",
                              kernel=inplace_checks_first(_nextafter_kernel))
@@ -559,7 +559,7 @@ heaviside = register(
     "heaviside", kernel=iterator_ordered(_heaviside_kernel), meta=_same_float("heaviside"),
     node="NotImplemented", derivative=not_implemented_derivative("heaviside"),
     save=lambda out, a, b: (), samples=binary_samples(scalars=()), gradcheck=False,
-    result_order="operands", onnx=_ox.heaviside, tensors_only=("input", "values"))
+    result_order="iterator", onnx=_ox.heaviside, tensors_only=("input", "values"))
 heaviside_ = inplace_variant(heaviside, "heaviside_",
                              derivative=not_implemented_derivative("heaviside_"))
 

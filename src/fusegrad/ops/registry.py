@@ -214,13 +214,17 @@ class OpDef:
         self.recomputable = name.partition(".")[0] in _RECOMPUTABLE
         # The memory order eager's kernel gives a new result (not a view's): "operands" (the
         # order of its tensor operands, NumPy's order "K", as ufuncs and the kernels written
-        # over them do) or "contiguous". By default "operands" for ufuncs and the elementwise
-        # recomputable ops, "contiguous" for the rest; compiled code lays its outputs out the
-        # same way (`compiler/codegen/layout.py`).
+        # over them do), "iterator" (PyTorch's TensorIterator's order over its operands,
+        # which follows the first where their orders conflict, as kernels computing through
+        # temporaries or `np.where` restore it: `_util.iterator_laid`, `iterator_ordered`) or
+        # "contiguous". By default "operands" for ufuncs and the elementwise recomputable
+        # ops, "contiguous" for the rest; compiled code lays its outputs out the same way
+        # (`compiler/codegen/layout.py`), and a test checks the elementwise ops' declared
+        # order against their kernels' results (tests/test_result_order.py).
         if result_order is None:
             result_order = "operands" if self.ufunc is not None or self.recomputable \
                 else "contiguous"
-        elif result_order not in ("operands", "contiguous"):
+        elif result_order not in ("operands", "iterator", "contiguous"):
             raise ValueError(f"op {name!r}: unknown result order {result_order!r}")
         self.result_order = result_order
         # Whether `save` reads its first argument, the op's output: an in-place op's saved

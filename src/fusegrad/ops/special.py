@@ -57,7 +57,7 @@ xlogy = register(
     derivative=lambda g, a, b: (
         (g * b.log()).where((a != 0) | (b > 0) | b.isnan(), g.new_zeros(())), g * a / b),
     save=lambda out, a, b: (a, b), samples=_xlogy_samples, public="xlogy",
-    tensor_args=(0, 1), saved_names=("self", "other"), result_order="operands", onnx=ox.xlogy)
+    tensor_args=(0, 1), saved_names=("self", "other"), result_order="iterator", onnx=ox.xlogy)
 
 def _legacy_norm_samples(rng, dt):
     return [s for s in _norm_samples(rng, dt) if s.args[2] is not None and s.args[1] != 0]

@@ -24,13 +24,13 @@ import numpy as np
 from ... import _dispatch, _dtype
 from ..._fake import FakeTensor, FakeTensorMode
 from ..._recording import no_grad_view_error
-from ..._tensor import Tensor
+from ..._tensor import Tensor, tensors_in
 from ..._thread_state import set_grad_enabled as _set_mode
 from ...autograd.grad_mode import is_grad_enabled, no_grad
 from ...fx import Graph
 from ...ops.overloads import aten, overload_of
 from ...ops.shape import contiguous_format
-from ..codegen.layout import with_eager_layout
+from ..codegen.layout import iterator_order, with_eager_layout
 from ..markers import RECOMPUTE_REGIONS
 from .functionalize import AOTUnsupported, functional_variant, scatter_into_base
 from .traced_float import TracedFloat, plain
@@ -166,6 +166,24 @@ def _contiguous_results(out):
         items = [_contiguous_results(o) if isinstance(o, Tensor) else o for o in out]
         return type(out)(*items) if hasattr(out, "_fields") else type(out)(items)
     return out
+
+
+def _iterator_laid(out: Tensor, args) -> Tensor:
+    """`out`, a decomposition's result for an op whose kernel lays its result out in
+    TensorIterator's order (`OpDef.result_order` "iterator"), in that order: the
+    decomposition's last op follows NumPy's, which differs where the operands' orders
+    conflict (`lerp(x.t(), y, w)`: a copy in the kernel's order, recorded)."""
+    shape = tuple(out.shape)
+    operands = [t for t in tensors_in(args) if t.dim() <= len(shape) and all(
+        n in (1, m) for n, m in zip(t.shape, shape[len(shape) - t.dim():]))]
+    strides = iterator_order(out, operands)
+    if strides is None or strides == tuple(out.stride()):
+        return out
+    ranked = sorted(range(len(shape)), key=lambda d: (-int(strides[d]), d))
+    back = [0] * len(ranked)
+    for i, d in enumerate(ranked):
+        back[d] = i
+    return out.permute(ranked).contiguous().permute(back)
 
 
 def _check_view_write(op, args) -> None:
@@ -412,6 +430,8 @@ class Tracer(_dispatch.DispatchMode):
                         # kernel of `op` makes a contiguous one, which the program can see.
                         if op.result_order == "contiguous" and not op.view:
                             out = _contiguous_results(out)  # (native_layer_norm's three)
+                        elif op.result_order == "iterator" and isinstance(out, Tensor):
+                            out = _iterator_laid(out, args)  # (lerp's, where operands conflict)
                         if self.functional:
                             self._note_replay(op, args, out)
                         return out

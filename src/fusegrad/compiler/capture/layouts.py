@@ -14,7 +14,7 @@ The rules, each checked against eager over many (op, input layout) pairs by the 
   its operands (and TensorIterator's order off the binary kernel's fast path), which
   `codegen.layout.with_eager_layout` computes, but over an expanded operand (a stride 0:
   some kernels compute over its distinct values and lay the result out their own way);
-- any other elementwise op (`result_order == "operands"`: kernels through temporaries,
+- any other elementwise op (`result_order` "operands" or "iterator": kernels through temporaries,
   `where`, `lerp`, the activations' derivatives) follows TensorIterator, whose order differs
   from NumPy's only where its operands' orders conflict: known where there is no conflict,
   every tensor operand of the result's shape with the same strides (numbers and 0-d
@@ -85,7 +85,8 @@ def eager_layout(op, args: tuple, out) -> bool | str:
         if plain and op.name.partition(".")[0] == "view":  # (size-1 dims: eager's strides)
             with_eager_layout(op, args, out)
         return True
-    if op.result_order != "operands" and has_flag(op.public, ROW_MAJOR):
+    elementwise = op.result_order == "operands" or op.result_order == "iterator"
+    if not elementwise and has_flag(op.public, ROW_MAJOR):
         return FREE if all(_row_major(o) for o in outs) else False
     if not has_flag(op.public, OWN_LAYOUT) and all(_row_major(t) for t in tensors):
         # (row-major operands give a row-major result where the meta's is: matmul's
@@ -93,7 +94,7 @@ def eager_layout(op, args: tuple, out) -> bool | str:
         return all(_row_major(o) for o in outs)
     if not plain:
         return False
-    if op.result_order != "operands" or len(outs) != 1:
+    if not elementwise or len(outs) != 1:
         return False
     given = _memory_format_given(args)
     if given is not None:  # (`reshape`'s copy, `contiguous()`: row-major, as the meta's)

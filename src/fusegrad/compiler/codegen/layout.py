@@ -137,14 +137,18 @@ def with_eager_layout(op, args, out):
         return out
 
     base = op.name.partition(".")[0]
-    like = op.result_order == "operands"  # else eager's kernel allocates it contiguous
+    # (else eager's kernel allocates it contiguous)
+    like = op.result_order == "operands" or op.result_order == "iterator"
     if base == "clone" and len(args) > 1 and args[1] is not None and \
             args[1] is not preserve_format:
         like = False  # clone(memory_format=contiguous_format): `contiguous()`
     if not like:
         return out
     operands = [t for t in tensors_in(args) if _broadcasts(tuple(t.shape), tuple(out.shape))]
-    strides = _binary_off_fast_path(op, args, out, operands)
+    if op.result_order == "iterator":
+        strides = iterator_order(out, operands)
+    else:
+        strides = _binary_off_fast_path(op, args, out, operands)
     if strides is None:
         strides = k_order_strides(tuple(out.shape), operands)
     if strides != tuple(out.stride()):
@@ -186,6 +190,23 @@ def _binary_off_fast_path(op, args, out, operands) -> tuple | None:
         return None  # (row-major operands: eager keeps NumPy's result)
     scalars = not all(isinstance(x, Tensor) for x in args)
     return tuple(int(s) for s in iterator_strides(shape, pairs, scalars=scalars))
+
+
+def iterator_order(out, operands) -> tuple | None:
+    """The strides an "iterator" op's kernel gives `out` (`OpDef.result_order`): TensorIterator's
+    order over its tensor operands, in order (`_util.iterator_laid`), where one is not
+    row-major; None (NumPy's order "K", the same) where all are, or a size is symbolic."""
+    from ..._shapes import iterator_strides
+
+    if not all(isinstance(n, (int, np.integer)) for t in [out, *operands]
+               for n in (*t.shape, *t.stride())):
+        return None  # symbolic sizes: the meta's strides
+    pairs = [(tuple(int(n) for n in t.shape), tuple(int(s) for s in t.stride()))
+             for t in operands]
+    if all(all(s == c for n, s, c in zip(sh, st, contiguous_strides(sh)) if n > 1)
+           for sh, st in pairs):
+        return None
+    return tuple(int(s) for s in iterator_strides(tuple(int(n) for n in out.shape), pairs))
 
 
 def view_strides_as_eager(t: Any, shape: tuple) -> tuple | None:
