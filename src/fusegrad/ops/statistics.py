@@ -96,8 +96,9 @@ def _nanmedian_dim_kernel(a, dim, keepdim=False):
     vals = np.take_along_axis(a, idx, d)
     if not keepdim:
         vals, idx = np.squeeze(vals, d), np.squeeze(idx, d)
-    # New row-major results, as PyTorch's (NumPy's take follows the input's layout).
-    return np.ascontiguousarray(vals), np.ascontiguousarray(idx, dtype=np.int64)
+    # New row-major results, as PyTorch's (NumPy's take follows the input's layout; a 0-d
+    # result stays 0-d, which `ascontiguousarray` would make 1-d).
+    return np.asarray(vals, order="C"), np.asarray(idx, np.int64, order="C")
 
 
 def _nanmedian_dim_meta(a, dim, keepdim=False):
