@@ -634,16 +634,19 @@ def _tensor_slots(namespace: dict, slots: int) -> tuple:
 _OPERAND_NAMES = _TENSOR_PARAMETERS | {"values"}
 
 
-def _maybe_operands(fn, start: int) -> tuple:
-    """The positions (from `start`) of `fn`'s positional parameters that an op's
-    `tensors_only` could name."""
+def _positional_names(fn) -> tuple:
+    """The names of the positional parameters of `fn` (unwrapped), () where it has no code."""
     raw = fn
     while (inner := getattr(raw, "__wrapped__", None)) is not None:
         raw = inner
     code = getattr(raw, "__code__", None)
-    if code is None:
-        return ()
-    names = code.co_varnames[:code.co_argcount]
+    return () if code is None else code.co_varnames[:code.co_argcount]
+
+
+def _maybe_operands(fn, start: int) -> tuple:
+    """The positions (from `start`) of `fn`'s positional parameters that an op's
+    `tensors_only` could name."""
+    names = _positional_names(fn)
     return tuple(i for i in range(start, len(names)) if names[i] in _OPERAND_NAMES)
 
 
@@ -664,13 +667,7 @@ deferred.after_execute(_plan_again)
 def _maybe_refused(fn, method: bool, args: tuple, kwargs: dict | None) -> bool:
     """Whether this call gives anything but a tensor for a parameter of `fn` that an op's
     `tensors_only` could name."""
-    raw = fn
-    while (inner := getattr(raw, "__wrapped__", None)) is not None:
-        raw = inner
-    code = getattr(raw, "__code__", None)
-    if code is None:
-        return False
-    names = code.co_varnames[:code.co_argcount]
+    names = _positional_names(fn)
     for i in _maybe_operands(fn, 1 if method else 0):
         if i < len(args):
             value = args[i]
