@@ -739,6 +739,24 @@ def _drawn(draw, shape, dt: np.dtype) -> np.ndarray:
     return draw(2 * n, part).view(dt).reshape(shape)
 
 
+def _continuous_dtype_check(dtype, kernel: str, device, meta_refuses: bool,
+                            empty: bool = False) -> None:
+    """PyTorch's refusal of rand's and randn's integer and bool dtypes: their CPU kernel
+    (`kernel`) names the dtype, before anything is drawn or any requires_grad check (randn's
+    kernel does not run for an `empty` tensor; rand's bounds check does). On the meta device
+    randn refuses them in its own words and rand makes the tensor."""
+    if not isinstance(dtype, _dtype.dtype) or dtype.category in (_dtype.FLOAT, _dtype.COMPLEX):
+        return
+    if (device is not None or _active.default_device) and on_meta(device):
+        if meta_refuses:
+            raise RuntimeError("expected a floating-point or complex dtype, but got "
+                               f"dtype={dtype}")
+        return
+    if empty:
+        return
+    raise NotImplementedError(f'"{kernel}" not implemented for \'{dtype.legacy}\'')
+
+
 def rand(*sizes, size=None, generator=None, out=None, dtype=None, layout=None, device=None,
          requires_grad=False, pin_memory=False):
     """Uniform random values in [0, 1)."""
@@ -749,6 +767,7 @@ def rand(*sizes, size=None, generator=None, out=None, dtype=None, layout=None, d
                                requires_grad=requires_grad)
     dev = _check_device(device)
     shape = _size_arg(sizes, size, "rand", _RANDOM_SIGNATURES)
+    _continuous_dtype_check(_float_dtype(dtype), "check_uniform_bounds", dev, False)
     return _factory(shape, _float_dtype(dtype), requires_grad,
                     lambda dt: _drawn(lambda n, d: _draws.uniform(generator, n, d), shape, dt),
                     random=True, device=dev)
@@ -771,6 +790,9 @@ def _normal_values(shape, generator, dtype, requires_grad, contiguous: bool,
                    device: _device_cls | None = None) -> Tensor:
     """Standard normals drawn for a tensor of `shape`; `contiguous`: the tensor they fill is
     row-major (PyTorch draws in blocks of 16 only then)."""
+    _continuous_dtype_check(_float_dtype(dtype), "normal_kernel_cpu", device, True,
+                            0 in shape)
+
     def fill(dt):
         # a complex normal has variance 1 in all, 1/2 per part (std 1 / sqrt(2), as divided)
         std = 1.0 / math.sqrt(2.0) if dt.kind == "c" else 1.0

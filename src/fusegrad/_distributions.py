@@ -157,8 +157,7 @@ def bernoulli(input: Tensor, p: float | None = None, *, generator=None,
                 "bernoulli(): functions with out=... arguments don't support automatic "
                 "differentiation, but one of the arguments requires grad.")
     if p is not None:
-        result = input.detach().clone()
-        call(R.bernoulli_float, result, float(p), generator)
+        result = call(R.bernoulli_p, input, float(p), generator)
     else:
         result = call(R.bernoulli, input, generator)
     return _to_out(result, out)

@@ -125,6 +125,14 @@ def method_form(fn):
     return copy
 
 
+def is_method_copy(local_names) -> bool:
+    """Whether the running function is a Tensor method's copy (`method_form`), given its
+    `locals()`: the copy's `out` parameter goes by another name. Asked on error paths only,
+    where PyTorch's parser counts positions from `input` for a function and from the first
+    argument after `self` for a method."""
+    return _HIDDEN_OUT in local_names
+
+
 def method_copy(fn):
     """The `method_form` made of `fn` so far (None: none made yet)."""
     try:

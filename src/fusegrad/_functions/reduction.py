@@ -124,31 +124,127 @@ max = _maxmin(R.max_all, R.max_dim, P.maximum, "max")  # noqa: A001
 min = _maxmin(R.min_all, R.min_dim, P.minimum, "min")  # noqa: A001
 
 
-def argmax(input, dim=None, keepdim=False, *, out=None, axis=None, keepdims=None):
+# PyTorch's parser reads `dim` and `keepdim` of argmax, argmin and prod; the functions take
+# them as `*args` (or keywords) so that its messages can tell a position from a keyword.
+
+
+def _not_int(dim) -> bool:
+    return dim.__class__ is builtins.bool or not hasattr(dim, "__index__")
+
+
+def _dim_keepdim(name: str, args: tuple, dim, keepdim, method: bool,
+                 required: int = 0) -> tuple:
+    """(dim, keepdim, where): the positional `args` (at most two) read into `dim` and
+    `keepdim`, and the position text of each given positionally, in PyTorch's words for too
+    many arguments or one given twice. `required`: the positional arguments the overload
+    with `dim` needs besides `input`."""
+    first = 0 if method else 1  # (a function counts `input`)
+    if len(args) > 2:
+        raise TypeError(f"{name}() takes from {first + required} to {first + 2} positional "
+                        f"arguments but {len(args) + first} were given")
+    where = {}
+    if args:
+        if dim is not None:
+            raise TypeError(f"{name}() got multiple values for argument 'dim'")
+        dim, where["dim"] = args[0], f" (position {first + 1})"
+        if len(args) == 2:
+            if keepdim is not None and keepdim is not False:
+                raise TypeError(f"{name}() got multiple values for argument 'keepdim'")
+            keepdim, where["keepdim"] = args[1], f" (position {first + 2})"
+    return dim, keepdim, where
+
+
+def _wrong_type(name: str, param: str, where: dict, value, expected: str) -> TypeError:
+    return TypeError(f"{name}(): argument '{param}'{where.get(param, '')} must be {expected}, "
+                     f"not {python_type_name(value)}")
+
+
+def _arg_reduction_args(name: str, args: tuple, dim, keepdim, method: bool) -> tuple:
+    """argmax's / argmin's (dim, keepdim) as PyTorch's parser checks them: an int or None,
+    and a bool."""
+    dim, keepdim, where = _dim_keepdim(name, args, dim, keepdim, method)
+    if dim is not None and _not_int(dim):
+        raise _wrong_type(name, "dim", where, dim, "int")
+    if keepdim.__class__ is not builtins.bool:
+        raise _wrong_type(name, "keepdim", where, keepdim, "bool")
+    return dim, keepdim
+
+
+def argmax(input, *args, dim=None, keepdim=False, out=None, axis=None, keepdims=None):
     """Index of the maximum (of the flattened tensor without `dim`)."""
+    if args or (dim is not None and dim.__class__ is not int) or \
+            keepdim.__class__ is not builtins.bool:
+        dim, keepdim = _arg_reduction_args("argmax", args, dim, keepdim,
+                                           _args.is_method_copy(locals()))
     if axis is not None or keepdims is not None:
         dim, keepdim = _numpy("argmax", dim, keepdim, axis, keepdims)
     return call(R.argmax, input, dim, keepdim)
 
 
-def argmin(input, dim=None, keepdim=False, *, out=None, axis=None, keepdims=None):
+def argmin(input, *args, dim=None, keepdim=False, out=None, axis=None, keepdims=None):
     """Index of the minimum (of the flattened tensor without `dim`)."""
+    if args or (dim is not None and dim.__class__ is not int) or \
+            keepdim.__class__ is not builtins.bool:
+        dim, keepdim = _arg_reduction_args("argmin", args, dim, keepdim,
+                                           _args.is_method_copy(locals()))
     if axis is not None or keepdims is not None:
         dim, keepdim = _numpy("argmin", dim, keepdim, axis, keepdims)
     return call(R.argmin, input, dim, keepdim)
 
 
-def prod(input, dim=None, keepdim=False, *, dtype=None, out=None, axis=None, keepdims=None):
-    """Product of all elements, or along `dim`."""
+# prod's two overloads as PyTorch's messages list them, for a function and for a method.
+_PROD_OVERLOADS = {
+    False: (" * (Tensor input, *, torch.dtype dtype = None)\n"
+            " * (Tensor input, int dim, bool keepdim = False, *, torch.dtype dtype = None, "
+            "Tensor out = None)\n"),
+    True: (" * (*, torch.dtype dtype = None)\n"
+           " * (int dim, bool keepdim = False, *, torch.dtype dtype = None)\n"),
+}
+
+
+def _prod_args(args: tuple, dim, keepdim, dtype, method: bool) -> tuple:
+    """prod's (dim, keepdim) as PyTorch's parser reads them. Arguments that two overloads
+    could take (at most `input` and one more) and fit neither get the message listing both;
+    more fit the one with `dim`, which names the argument that is wrong."""
+    dim, keepdim, where = _dim_keepdim("prod", args, dim, keepdim, method, required=1)
+    keywords = [(k, v) for k, v in (("dtype", dtype), ("keepdim", keepdim), ("dim", dim))
+                if v is not None and k not in where]
+    # (None given for `dim` by position is no int; by keyword it reads as not given)
+    bad_dim = (dim is not None and _not_int(dim)) or ("dim" in where and dim is None)
+    if len(args) + len(keywords) <= 1 and (keepdim is not None or bad_dim):
+        given = [] if method else ["Tensor"]
+        given += [python_type_name(a) for a in args]
+        # (keywords in the reverse of their order in the call, as PyTorch lists them)
+        named = [f"{k}={python_type_name(v)}" for k, v in keywords]
+        got = ", ".join(given + named) if given else "".join(f"{k}, " for k in named)
+        raise TypeError("prod() received an invalid combination of arguments - got "
+                        f"({got}), but expected one of:\n{_PROD_OVERLOADS[method]}")
+    if bad_dim:
+        raise _wrong_type("prod", "dim", where, dim, "int")
+    if dim is None:
+        if keepdim is not None:  # (`dim` is required by the only overload with `keepdim`)
+            raise TypeError('prod() missing 1 required positional arguments: "dim"')
+        return None, False
+    if keepdim is None and "keepdim" not in where:  # (None by keyword: not given)
+        return dim, False
+    if keepdim.__class__ is not builtins.bool:
+        raise _wrong_type("prod", "keepdim", where, keepdim, "bool")
+    return dim, keepdim
+
+
+def prod(input, *args, dim=None, keepdim=None, dtype=None, out=None, axis=None,
+         keepdims=None):
+    """Product of all elements, or along `dim` (`keepdim`: False unless given)."""
+    if args or (dim is not None and dim.__class__ is not int) or keepdim is not None:
+        dim, keepdim = _prod_args(args, dim, keepdim, dtype, _args.is_method_copy(locals()))
+    else:
+        keepdim = False
     if axis is not None or keepdims is not None:
         dim, keepdim = _numpy("prod", dim, keepdim, axis, keepdims)
     if dtype is not None:
         dtype = as_dtype(dtype)
     if dim is None:
         return call(R.prod, input, dtype) if dtype is not None else call(R.prod, input)
-    if isinstance(dim, builtins.bool) or not hasattr(dim, "__index__"):
-        # One dim only (PyTorch's prod has no tuple form); its wording when `dim` is named.
-        raise TypeError(f"prod(): argument 'dim' must be int, not {type(dim).__name__}")
     return call(R.prod_dim, input, dim.__index__(), keepdim, dtype)
 
 
@@ -266,9 +362,52 @@ all = _logic("all")  # noqa: A001
 any = _logic("any")  # noqa: A001
 
 
-def count_nonzero(input, *dims, dim=None, axis=None):
-    """Number of nonzero elements, overall or along `dim`. The method takes the dims spread
-    out too (`x.count_nonzero(0, 1)`), as PyTorch's does."""
+def _count_nonzero_error(method: bool, args: tuple, keywords: dict) -> TypeError:
+    """PyTorch's message for count_nonzero's arguments that fit neither overload (`args`: the
+    positional ones after `input`; `keywords` in the order of the call), with its note under
+    each overload when the call gives as many arguments as the overload has."""
+    def name(v) -> str:
+        return python_type_name(v)
+
+    def listed(items: list, keywords_only: bool) -> str:
+        # (keywords alone each end in ", ", as PyTorch writes them)
+        return "".join(f"{i}, " for i in items) if keywords_only else ", ".join(items)
+
+    head = [] if method else ["Tensor"]
+    got_named = [f"{k}={name(v)}" for k, v in reversed(keywords.items())]
+    got = head + [name(a) for a in args]
+    got_text = listed(got + got_named, not got)
+    count = len(head) + len(args) + len(keywords)
+    lines = []
+    for text, dim_required in (("int dim = None", False), ("tuple of ints dim", True)):
+        lines.append(f" * ({'' if method else 'Tensor input, '}{text})\n")
+        if count != len(head) + 1:
+            continue
+        wrong = [k for k in keywords if not (dim_required and k == "dim")]
+        if wrong:
+            note = f"keywords were incorrect: {', '.join(wrong)}"
+        else:
+            shown = head + [f"!{name(a)}!" for a in args] + \
+                [f"!{k}={name(v)}!" for k, v in keywords.items()]
+            note = f"arguments have invalid types: ({listed(shown, not head and not args)})"
+        lines.append(f"      didn't match because some of the {note}\n")
+    return TypeError("count_nonzero() received an invalid combination of arguments - got "
+                     f"({got_text}), but expected one of:\n{''.join(lines)}")
+
+
+def _count_nonzero_refused(dim) -> bool:
+    """Whether `dim` fits neither overload: no int (or 0-d tensor) and no sequence."""
+    return dim is not None and dim.__class__ is builtins.bool or not (
+        dim is None or hasattr(dim, "__index__") or isinstance(dim, (list, tuple)))
+
+
+def _count_nonzero(input, dims: tuple, dim, axis, keepdim, method: bool):
+    if keepdim is not _NOT_GIVEN or (len(dims) == 1 and _count_nonzero_refused(dims[0])) or \
+            _count_nonzero_refused(dim):
+        # (PyTorch's count_nonzero has no `keepdim`; a float or str dim fits no overload)
+        keywords = {k: v for k, v in (("dim", dim), ("keepdim", keepdim))
+                    if v is not None and v is not _NOT_GIVEN}
+        raise _count_nonzero_error(method, dims, keywords)
     if dims:
         if dim is not None:
             raise TypeError("count_nonzero() got multiple values for argument 'dim'")
@@ -283,6 +422,22 @@ def count_nonzero(input, *dims, dim=None, axis=None):
     dim = tuple(dim)
     # An empty list counts over every dim, as PyTorch's does.
     return call(R.count_nonzero, input, dim) if dim else call(R.count_nonzero_all, input)
+
+
+_NOT_GIVEN = object()  # (count_nonzero's `keepdim`, taken only to be refused)
+
+
+def count_nonzero(input, *dims, dim=None, axis=None, keepdim=_NOT_GIVEN):
+    """Number of nonzero elements, overall or along `dim`. The method takes the dims spread
+    out too (`x.count_nonzero(0, 1)`), as PyTorch's does. There is no `keepdim`: it is
+    refused with PyTorch's message."""
+    return _count_nonzero(input, dims, dim, axis, keepdim, False)
+
+
+def _count_nonzero_method(self, *dims, dim=None, axis=None, keepdim=_NOT_GIVEN):
+    """`Tensor.count_nonzero`: the function, but PyTorch's messages name the method's
+    overloads (no `input`)."""
+    return _count_nonzero(self, dims, dim, axis, keepdim, True)
 
 
 def median(input, dim=None, keepdim=False, *, out=None, axis=None, keepdims=None):

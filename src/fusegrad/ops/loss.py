@@ -304,18 +304,23 @@ def _mm_parts(x, t):
     return x2, np.arange(c)[None, :] == t1[:, None]
 
 
-def _mm_dtype_check(dt) -> None:
-    """PyTorch's CPU kernel exists for float32 and float64 only."""
-    d = dt if isinstance(dt, _dtype.dtype) else _dtype.from_numpy_dtype(dt)
+def _mm_dtype_check(x, t, weight) -> None:
+    """PyTorch's CPU kernel exists for float32 and float64 only; it reads the targets as
+    int64 and the class weights in the input's dtype, refusing others."""
+    d = dtype_of(x)
     if d is not _dtype.float32 and d is not _dtype.float64:
         raise NotImplementedError(
             f'"multi_margin_loss_cpu_kernel" not implemented for \'{d.legacy}\'')
+    for arg, want in ((t, _dtype.int64), (weight, d)):
+        if arg is not None and dtype_of(arg) is not want:
+            raise RuntimeError(f"expected scalar type {want.legacy} but found "
+                               f"{dtype_of(arg).legacy}")
 
 
 def _mm_kernel(x, t, p=1, margin=1, weight=None, reduction=1):
     _mm_check(x, t, p, weight)
     if x.size:  # (an empty batch runs no kernel)
-        _mm_dtype_check(x.dtype)
+        _mm_dtype_check(x, t, weight)
     x2, onehot = _mm_parts(_work(x), t)
     c = x2.shape[1]
     # (the target's value picked, not summed with zeros: a NaN elsewhere stays there; and a
@@ -336,7 +341,7 @@ def _mm_kernel(x, t, p=1, margin=1, weight=None, reduction=1):
 def _mm_meta(x, t, p=1, margin=1, weight=None, reduction=1):
     n, _ = _mm_check(x, t, p, weight)
     if x.numel():
-        _mm_dtype_check(x.dtype)
+        _mm_dtype_check(x, t, weight)
     shape = () if reduction or len(x.shape) < 2 else (n,)
     return Spec(shape, x.dtype)
 
@@ -350,8 +355,12 @@ def _no_meta_backward(name: str):
 
 
 def _mm_derivative(g, x, onehot, weight_t, p, margin, reduction, t=None, weight=None):
-    if onehot is None:  # (a meta input)
-        _no_meta_backward("multi_margin_loss_backward")
+    if onehot is None:
+        # No values (a meta tensor, or a graph being traced): PyTorch's backward op, which
+        # refuses a meta tensor and gives a traced graph the gradient's shape (the graph
+        # runs its kernel on the values).
+        return (_call(multi_margin_loss_backward, g, x, t, p, margin, weight, reduction),
+                None, None, None, None, None)
     if t is not None and recording():
         # create_graph: PyTorch's op, a NotImplemented node (no second derivative)
         return (_call(multi_margin_loss_backward, g, x, t, p, margin, weight, reduction),
@@ -377,7 +386,7 @@ def _mm_derivative(g, x, onehot, weight_t, p, margin, reduction, t=None, weight=
 
 def _mm_save(out, x, t, p=1, margin=1, weight=None, reduction=1):
     if x._data is None or t._data is None:  # meta: no targets to read (see _mm_derivative)
-        return (x, None, None, p, margin, reduction)
+        return (x, None, None, p, margin, reduction, t, weight)
     onehot, wt = _mm_saved_arrays(x._data, t._data, weight)
     return (x, onehot, wt, p, margin, reduction, t, weight)
 
@@ -419,7 +428,9 @@ multi_margin_loss = register(
 # records its NotImplemented node, whose backward raises, as PyTorch's.
 multi_margin_loss_backward = register(
     "multi_margin_loss_backward", kernel=first_order_kernel(_mm_first_order),
-    meta=lambda g, x, *rest: Spec(tuple(x.shape), x.dtype), node="NotImplemented",
+    # (PyTorch has no meta kernel for it, but its fake tensors trace it: a graph's input)
+    meta=lambda g, x, *rest: (_no_meta_backward("multi_margin_loss_backward") if x.is_meta
+                              else Spec(tuple(x.shape), x.dtype)), node="NotImplemented",
     derivative=not_implemented_derivative("multi_margin_loss_backward"),
     save=lambda out, *args: (), nondiff_args=(2, 5), optional_tensor_args=(5,),
     gradcheck=False,

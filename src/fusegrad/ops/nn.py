@@ -30,7 +30,6 @@ from ._util import (
     inplace_result_check,
     numpy_backward,
     rand_array,
-    refuse_dtypes,
     saved_array,
     wrap_grad,
 )
@@ -48,7 +47,7 @@ from .linalg import (
     no_bool_product,
 )
 from .rearrange import channels_last, channels_last_3d, contiguous_format
-from .registry import REGISTRY, OpDef, Sample, inplace_variant, register
+from .registry import OpDef, Sample, inplace_variant, register
 from .scalar import div_scalar
 from .views import _expand_shape
 
@@ -513,11 +512,33 @@ def _nll_weight_check(shape: tuple, weight, two_d: bool) -> None:
                            f"classes but got weight tensor of shape: {list(ws)}")
 
 
+def _nll_dtype_check(x, weight, two_d: bool) -> None:
+    """PyTorch's kernel's dtype errors, after the size and target checks: an input that is
+    not floating has no kernel, and class weights must share the input's dtype (an empty
+    batch too)."""
+    name = _legacy(x)
+    if np.dtype(x.dtype if isinstance(x, np.ndarray) else x.dtype.np).kind in "biuc":
+        kernel = "nll_loss2d_forward_out_frame" if two_d else "nll_loss_out_frame"
+        raise NotImplementedError(f'"{kernel}" not implemented for \'{name}\'')
+    if weight is not None and _legacy(weight) != name:
+        raise RuntimeError(f"expected scalar type {name} but found {_legacy(weight)}")
+
+
+def _nll2d_size_check(shape: tuple, ts: tuple) -> None:
+    """The 2-D form's target: one class index per position of the input's maps."""
+    if len(ts) != 3 or ts[0] != shape[0] or ts[1:] != shape[2:]:
+        raise RuntimeError(f"size mismatch (got input: {list(shape)} , target: {list(ts)}")
+
+
 def _nll_kernel(x, t, weight, reduction, ignore_index, two_d=False):
     if weight is not None:
         _nll_weight_check(x.shape, weight, two_d)
     if t.dtype is not _INT64 or t.ndim != 1:  # (a batch of int64 labels passes at once)
         _nll_target_check(t, two_d)
+    if weight is not None or x.dtype.kind not in "f":  # (float input, no weight: nothing)
+        if two_d:
+            _nll2d_size_check(x.shape, t.shape)
+        _nll_dtype_check(x, weight, two_d)
     if reduction and weight is None and x.ndim == 2 and t.ndim == 1 and t.size:
         # A batch's mean or sum without class weights (a classifier's loss), whole in C.
         reduced = _nll_reduced(x, t, reduction, ignore_index)
@@ -564,8 +585,9 @@ def _nll_meta(x, t, weight, reduction, ignore_index, two_d=False):
     if weight is not None:
         _nll_weight_check(shape, weight, two_d)
     _nll_target_check(t, two_d)
-    if two_d and (len(ts) != 3 or ts[0] != shape[0] or ts[1:] != shape[2:]):
-        raise RuntimeError(f"size mismatch (got input: {list(shape)} , target: {list(ts)}")
+    if two_d:
+        _nll2d_size_check(shape, ts)
+    _nll_dtype_check(x, weight, two_d)
     out = (ts if len(shape) > 1 else ()) if reduction == 0 else ()
     return [Spec(out, x.dtype), Spec((), x.dtype)]
 
@@ -1103,5 +1125,3 @@ binary_cross_entropy_with_logits = register(
 
 REDUCTION_ENUM = {"none": 0, "mean": 1, "sum": 2}
 
-# PyTorch's CPU kernel is for floating inputs only.
-refuse_dtypes(REGISTRY["nll_loss2d_forward"], "nll_loss2d_forward_out_frame", "biuc")

@@ -381,6 +381,17 @@ bernoulli = register(
     derivative=_zero(1), zero_grad=True, random=True,
     samples=lambda r, dt: [Sample((rand_array(r, s, dt, (0.0, 1.0)),), name=str(s))
                            for s in ((3, 4), (), (0,))])
+def _bernoulli_p(a, p=0.5, generator=None):
+    """`bernoulli(input, p)`: `bernoulli_(p)`'s draw into a new row-major tensor of `input`'s
+    shape and dtype (PyTorch's result is contiguous whatever the input's layout)."""
+    return _bernoulli_scalar(np.empty(a.shape, a.dtype), p, generator)
+
+
+# An out-of-place result, which PyTorch gives a NotImplemented node.
+bernoulli_p = register(
+    "bernoulli.p", kernel=_in_dtype(_bernoulli_p), meta=_same, node="NotImplemented",
+    derivative=not_implemented_derivative("bernoulli"), random=True, gradcheck=False,
+    public="bernoulli", samples=_fill_samples(0.3))
 poisson = register(
     "poisson", kernel=_poisson, meta=_same, node="PoissonBackward0", derivative=_zero(1),
     zero_grad=True, random=True,

@@ -34,7 +34,7 @@ acos atan sinh cosh asinh acosh atanh erf erfc floor ceil trunc frac sgn isnan i
 logical_not bitwise_not square round nan_to_num atan2 floor_divide remainder fmod minimum fmax
 lerp addcmul addcdiv logical_and logical_or logical_xor bitwise_and bitwise_or bitwise_xor
 arcsin arccos arctan arcsinh arccosh arctanh arctan2 fix moveaxis amin max min argmax argmin
-prod var std logsumexp cumsum cumprod cummax cummin all any count_nonzero median mode
+prod var std logsumexp cumsum cumprod cummax cummin all any median mode
 kthvalue topk msort flatten unflatten movedim broadcast_to repeat tile split chunk
 unsafe_split unsafe_chunk transpose_ tensor_split flip fliplr flipud roll tril triu diagonal
 diag_embed diag trace index_select gather take_along_dim scatter scatter_add index_add
@@ -136,6 +136,7 @@ METHODS: dict[str, tuple[str, ...]] = {
     "fill_": ("method", "_functions.inplace.fill_"),
     "where": ("method", "_functions.methods._where_method"),
     "norm": ("method", "_functions.methods._norm_method"),
+    "count_nonzero": ("method", "_functions.reduction._count_nonzero_method"),
     "lu": ("method", "_functions.methods._lu_method"),
     "slice": ("method", "_functions.methods._slice_method"),
     "split": ("method", "_functions.methods._split_method"),
