@@ -493,6 +493,12 @@ class GraphBuilder:
         """An integer read from the frame that is a symbol (it changed between captures):
         an integer input of the graph, as Dynamo makes it."""
         self.guards.add(f"type({source}) is int")
+        for p in self.symbol_nodes.values():
+            if p.meta.get("symbol") and p.meta.get("source") == source and \
+                    p.meta["example_value"].hint == value:
+                # Read again (`self.qp` twice): the same input, not a second placeholder of
+                # the same name (and a second symbol the graph could not tell equal).
+                return ConstantVariable(p.meta["example_value"])
         sym, new = self.shape_env.symbol(source, value, self.duck_sizing)
         if new:
             # Named after its source (`l_n_`), as Dynamo names an integer input.

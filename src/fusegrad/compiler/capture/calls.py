@@ -50,7 +50,7 @@ from .custom_function import call_function_apply, is_function_apply
 from .exceptions import make_exception
 from .foreach import call_foreach, is_foreach
 from .functional_call import call_functional, is_functional_call
-from .guards import _is_plain_data
+from .guards import _is_plain_data, array_tensor
 from .objects import (
     FOLLOWED_PACKAGES,
     call_object,
@@ -87,14 +87,17 @@ from .variables import (
     AutocastExitVariable,
     BoundFunctionVariable,
     ConstantVariable,
+    DefaultDictVariable,
     DictVariable,
     GeneratorVariable,
     GradExit,
     GradModeVariable,
     IteratorVariable,
+    LazyAccumulateVariable,
     LazyChainVariable,
     LazyIteratorVariable,
     LazyMapVariable,
+    LazyPairwiseVariable,
     LazyZipVariable,
     ListVariable,
     MethodVariable,
@@ -110,6 +113,7 @@ from .variables import (
     Unsupported,
     Variable,
     WeakRefVariable,
+    ignored_region_exit,
     is_plain_namedtuple,
 )
 
@@ -353,6 +357,9 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
         return _make_partial(args, kwargs)
     if type(f) is functools.partial:  # made before: its parts read (and guarded) through it
         return _call_real_partial(tr, fn, args, kwargs)
+    made = _library_call(tr, f, args, kwargs)
+    if made is not None:
+        return made
     if _is_compiled_function(f):
         # Another compiled function called from compiled code: its own Python is inlined
         # into this graph, as Dynamo inlines the function a nested `torch.compile` wraps
@@ -485,6 +492,108 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
         return inline(tr, f, args, kwargs)
     name = getattr(f, "__qualname__", None) or getattr(f, "__name__", type(f).__name__)
     raise Unsupported(f"call to {name}", reason=reasons.builtin(f, args, kwargs))
+
+
+@functools.cache
+def _constant_queries() -> tuple:
+    """Library questions whose answer is fixed while a graph is captured, as Dynamo answers
+    them: `jit.is_scripting()` is False in traced Python, and `cuda.is_available()` is this
+    build's constant answer (no CUDA backend). Pairs (function, answer)."""
+    from ... import cuda, jit
+
+    return (jit.is_scripting, False), (cuda.is_available, cuda.is_available())
+
+
+@functools.cache
+def _made_now() -> tuple:
+    """The library classes whose instances are plain values made while translating: a
+    profiler label (left out of compiled code, as Dynamo ignores it) and a device (a
+    constant of the graph)."""
+    from ..._device import device
+    from ...profiler import record_function
+
+    return record_function, device
+
+
+def _library_call(tr, f, args: list, kwargs: dict) -> Variable | None:
+    """Calls of Python's and the library's helpers that Dynamo traces rather than breaking
+    on (None where `f` is none of them): constant queries, a cached function's Python, a
+    profiler label, `functools.reduce`, `itertools.pairwise`/`accumulate`, `device(...)`."""
+    from ..._creation import from_numpy
+
+    if f is ignored_region_exit:  # the end of a profiler label's block: nothing to do
+        return ConstantVariable(False)
+    for query, answer in _constant_queries():  # (by identity: a user's __eq__ never runs)
+        if f is query and not args and not kwargs:
+            return ConstantVariable(answer)
+    if isinstance(f, functools._lru_cache_wrapper) and \
+            isinstance(getattr(f, "__wrapped__", None), types.FunctionType) and \
+            _is_user_function(f.__wrapped__):
+        # The wrapped function's Python, the cache bypassed, as Dynamo traces it: a cached
+        # result is the value the same call computes (the wrapper fixed by the caller's guard).
+        return inline(tr, f.__wrapped__, args, kwargs)
+    if f is collections.defaultdict and len(args) <= 1 and not kwargs:
+        factory = args[0] if args else ConstantVariable(None)
+        if isinstance(factory, ConstantVariable) and factory.source is None and \
+                any(factory.value is c for c in _PLAIN_FACTORIES):
+            return DefaultDictVariable(factory)
+        return None
+    if f is from_numpy and len(args) == 1 and not kwargs and _shared_array(args[0]):
+        # A graph input read through the array's source, made per call as eager makes it
+        # (sharing the array's memory, so in-place writes reach it), as Dynamo reads an
+        # array from outside. An array made in the frame has no source: a break.
+        # Each call its own input (`from_numpy(a) is from_numpy(a)` is False, as eager's).
+        n = sum(s.startswith("___from_numpy(") for s in tr.builder.inputs)
+        return tr.builder.wrap(array_tensor(args[0].value),
+                               f"___from_numpy({args[0].source}, {n})")
+    if any(f is c for c in _made_now()) and not _has_tensor(args) and \
+            not _has_tensor(kwargs.values()):
+        return _evaluate(tr, f, args, kwargs)
+    if f is functools.reduce and 2 <= len(args) <= 3 and not kwargs and \
+            not isinstance(args[1], TensorVariable):
+        items = tr.unpack(args[1])
+        if isinstance(args[1], IteratorVariable):  # used up, as the builtin uses it up
+            args[1].index = len(args[1].items)
+        if len(args) == 2 and not items:
+            return None  # (the real call raises its TypeError)
+        total, rest = (args[2], items) if len(args) == 3 else (items[0], items[1:])
+        for item in rest:
+            total = call_variable(tr, args[0], [total, item], {})
+        return total
+    if f is itertools.pairwise and len(args) == 1 and not kwargs and \
+            not isinstance(args[0], TensorVariable):
+        return LazyPairwiseVariable(tr.iterator_of(args[0]))
+    if f is itertools.accumulate and 1 <= len(args) <= 2 and \
+            set(kwargs) <= {"func", "initial"} and not isinstance(args[0], TensorVariable):
+        func = args[1] if len(args) == 2 else kwargs.get("func")
+        if isinstance(func, ConstantVariable) and func.value is None:
+            func = None
+        initial = kwargs.get("initial")
+        if isinstance(initial, ConstantVariable) and initial.value is None:
+            initial = None
+        return LazyAccumulateVariable(tr.iterator_of(args[0]), func, initial)
+    return None
+
+
+# The factories of a defaultdict made in the frame that are followed: builtin types (and
+# None), which make their value with no effect and are rebuilt as themselves.
+_PLAIN_FACTORIES = (None, list, dict, set, int, float, tuple, str)
+
+
+def _shared_array(v: Variable) -> bool:
+    """`v` is a NumPy array from outside the graph (read through its source) that
+    `from_numpy` takes as it is: writable, of a dtype tensors have, no negative stride."""
+    from ..._dtype import from_numpy_dtype
+
+    if not isinstance(v, ConstantVariable) or type(v.value) is not np.ndarray or \
+            v.source is None or not v.value.flags.writeable or \
+            any(s < 0 for s in v.value.strides):
+        return False
+    try:
+        from_numpy_dtype(v.value.dtype)
+    except (TypeError, KeyError, ValueError):
+        return False
+    return True
 
 
 # Callables made while translating: they exist only as variables, never as graph arguments.

@@ -29,11 +29,19 @@ from .variables import (
     ConstantVariable,
     GradExit,
     GradModeVariable,
+    ObjectVariable,
     TensorVariable,
     TruthVariable,
     Unsupported,
     Variable,
+    ignored_region_exit,
 )
+
+
+def _record_function_class() -> type:
+    from ...profiler import record_function
+
+    return record_function
 
 
 def _autocast_class() -> type:
@@ -303,6 +311,22 @@ class ExceptionOpcodes:
                 self.push(BoundFunctionVariable(exit_, cm))
                 self.push(self.call(BoundFunctionVariable(enter, cm), [], {}))
                 return
+        if isinstance(cm, ObjectVariable) and cm.mapping is None and \
+                not cm.cls.__module__.startswith("fusegrad"):
+            # A context manager made in the frame (`contextlib.nullcontext()`, a user's
+            # class): its Python __enter__ inlined now and its __exit__ when the block ends
+            # (what either does outside the frame is a break, as for any inlined code).
+            enter = getattr(cm.cls, "__enter__", None)
+            exit_ = getattr(cm.cls, "__exit__", None)
+            if isinstance(enter, types.FunctionType) and isinstance(exit_, types.FunctionType):
+                self.push(BoundFunctionVariable(exit_, cm))
+                self.push(self.call(BoundFunctionVariable(enter, cm), [], {}))
+                return
+        if isinstance(cm, ConstantVariable) and type(cm.value) is _record_function_class():
+            # A profiler label: Dynamo leaves it out of compiled code (no event recorded).
+            self.push(ConstantVariable(ignored_region_exit))
+            self.push(cm)  # what record_function.__enter__ returns: the object itself
+            return
         if isinstance(cm, ConstantVariable) and type(cm.value) is _autocast_class():
             self.push(self.builder.enter_autocast(cm.value))  # the region's __exit__
             self.push(cm)  # what autocast.__enter__ returns: the object itself

@@ -390,6 +390,18 @@ def _no_global_module_hooks() -> bool:
     return not any_call_hooks()
 
 
+def array_tensor(array, call: int = 0):
+    """`from_numpy(array)` read as a graph input: the tensor sharing the array's memory, made
+    afresh on each call as eager makes it (only of a writable array: another is copied with
+    a warning, which a guard must not give, so it fails the guard). `call` numbers the
+    frame's calls of `from_numpy`, each its own input (its own tensor, as in eager)."""
+    from ..._creation import from_numpy
+
+    if not array.flags.writeable:
+        raise TypeError("a read-only array")
+    return from_numpy(array)
+
+
 def _helpers() -> dict:
     """The functions guard expressions call."""
     return {"___grad_enabled": lambda: _thread_local.grad_enabled,
@@ -399,7 +411,8 @@ def _helpers() -> dict:
             "___module_call_is": _module_call_is, "___module_hooks_are": _module_hooks_are,
             "___copysign": math.copysign, "math": math,  # (`math.sqrt(L['v'])` of a SymFloat)
             "___same_data": _same_data, "___distinct_storage": _distinct_storage,
-            "___no_global_module_hooks": _no_global_module_hooks}
+            "___no_global_module_hooks": _no_global_module_hooks,
+            "___from_numpy": array_tensor}
 
 
 _BUILTIN_DATA = (bool, int, float, str, complex, bytes, tuple, frozenset, type(None),

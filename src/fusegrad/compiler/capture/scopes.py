@@ -16,6 +16,7 @@ from __future__ import annotations
 import dis
 import importlib
 import importlib.util
+import operator
 import sys
 import types
 import weakref
@@ -26,9 +27,11 @@ from .variables import (
     CellVariable,
     ConstantVariable,
     GeneratorVariable,
+    LazyAccumulateVariable,
     LazyChainVariable,
     LazyIteratorVariable,
     LazyMapVariable,
+    LazyPairwiseVariable,
     ObjectVariable,
     SuperVariable,
     TensorVariable,
@@ -286,6 +289,10 @@ class ScopeOpcodes:
             return self._map_next(it)
         if isinstance(it, LazyChainVariable):
             return self._chain_next(it)
+        if isinstance(it, LazyPairwiseVariable):
+            return self._pairwise_next(it)
+        if isinstance(it, LazyAccumulateVariable):
+            return self._accumulate_next(it)
         parts = self._next_parts(it)
         if parts is None:
             return None
@@ -313,6 +320,34 @@ class ScopeOpcodes:
             part.index += 1
             return part.items[part.index - 1]
         return None
+
+    def _pairwise_next(self, it) -> Variable | None:
+        if it.last is None:  # the first pair takes two items
+            it.last = self._part_next(it.part)
+        item = None if it.last is None else self._part_next(it.part)
+        if item is None:
+            it.done = True
+            return None
+        pair, it.last = TupleVariable([it.last, item]), item
+        return pair
+
+    def _accumulate_next(self, it) -> Variable | None:
+        from .calls import call_variable
+
+        if it.initial is not None:  # given: the first total, before any item is taken
+            it.total, it.initial = it.initial, None
+            return it.total
+        item = self._part_next(it.part)
+        if item is None:
+            it.done = True
+            return None
+        if it.total is None:
+            it.total = item
+        elif it.func is None:
+            it.total = self.apply(operator.add, (it.total, item))
+        else:
+            it.total = call_variable(self, it.func, [it.total, item], {})
+        return it.total
 
     def _chain_next(self, it) -> Variable | None:
         while it.parts:

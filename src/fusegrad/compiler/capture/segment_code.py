@@ -22,7 +22,7 @@ from ..._thread_state import local as _thread_local
 from ..._thread_state import set_grad_enabled
 from .builder import autocast_depth, enter_region, leave_regions, reenter_regions, unwind_autocast
 from .exceptions import fresh_exception
-from .guards import _has_literal
+from .guards import _has_literal, array_tensor
 from .variables import GradExit, ItemKey, replay_set
 
 
@@ -107,11 +107,15 @@ def spec_code(spec, consts: dict) -> str:
                   f"format({p[1] or ''}({spec_code(p[0], consts)}), {p[2]!r})"
                   for p in spec[1]]
         return f"({' + '.join(pieces) or repr('')})"
-    if kind in ("dict", "odict"):
+    if kind in ("dict", "odict", "ddict"):
         items = ", ".join(f"{_key_code(k, consts)}: {spec_code(s, consts)}"
                           for k, s in spec[1].items())
         if kind == "dict":
             return "{" + items + "}"
+        if kind == "ddict":  # a defaultdict made in the frame, of a builtin factory
+            consts["___ddict"] = collections.defaultdict
+            factory = spec_code(("const", spec[2]), consts)
+            return f"___ddict({factory}, {{" + items + "})"
         consts["___odict"] = collections.OrderedDict
         return "___odict({" + items + "})"
     if kind == "method":
@@ -275,6 +279,6 @@ def compile_segment(seg, scope: dict, name: str, source: str, consts: dict, step
                ___get_rng=get_rng_state, ___set_rng=set_rng_state,
                ___leave_regions=leave_regions, ___graph_state=graph_state,
                ___restore_state=restore_state, ___grad_mode=grad_mode,
-               ___set_grad=set_grad_enabled)
+               ___set_grad=set_grad_enabled, ___from_numpy=array_tensor)
     exec(compile(source, f"<fusegrad segment {name}>", "exec"), env)
     return env[name]

@@ -53,6 +53,7 @@ from .variables import (
     BoundFunctionVariable,
     CellVariable,
     ConstantVariable,
+    DefaultDictVariable,
     DictVariable,
     DictViewVariable,
     GradModeVariable,
@@ -741,6 +742,8 @@ def _spec_value(v, outputs: _Outputs):
         return ("named", v.cls, [_spec(i, outputs) for i in v.items])
     if isinstance(v, TupleVariable):
         return ("tuple", [_spec(i, outputs) for i in v.items])
+    if isinstance(v, DefaultDictVariable):
+        return ("ddict", {k: _spec(i, outputs) for k, i in v.items.items()}, v.factory.value)
     if isinstance(v, OrderedDictVariable):
         return ("odict", {k: _spec(i, outputs) for k, i in v.items.items()})
     if isinstance(v, DictVariable):

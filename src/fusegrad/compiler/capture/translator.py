@@ -36,6 +36,7 @@ from .scopes import ScopeOpcodes
 from .variables import (
     BoundFunctionVariable,
     ConstantVariable,
+    DefaultDictVariable,
     DictVariable,
     DictViewVariable,
     IteratorVariable,
@@ -631,6 +632,8 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
                 hasattr(obj.cls, name) and \
                 name not in vars(tuple):
             return self._namedtuple_attr(obj, name)
+        if isinstance(obj, DefaultDictVariable) and name == "default_factory":
+            return obj.factory  # (its one data attribute; the rest are methods)
         if isinstance(obj, (TupleVariable, DictVariable)) or \
                 isinstance(obj, SetVariable) and name in ("add", "discard"):
             return MethodVariable(obj, name)
@@ -867,6 +870,14 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
 
             self.push(get_item(self, obj, index))
             return
+        if isinstance(obj, DefaultDictVariable) and isinstance(index, ConstantVariable) and \
+                obj.factory.value is not None and not holds_symbol(index.value):
+            try:
+                missing = index.value not in obj.items
+            except TypeError as e:  # unhashable: the real lookup raises it
+                raise Unsupported(f"subscript error: {e}") from None
+            if missing:  # `__missing__`: the factory's value, stored under the key
+                obj.items[index.value] = self.call(obj.factory, [], {})
         if isinstance(obj, (TupleVariable, DictVariable)) and isinstance(
                 index, ConstantVariable):
             _refuse_python_index(index.value)
@@ -1411,6 +1422,9 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
             return v.cls(*(self.as_python(i) for i in v.items))  # its class's str, methods
         if isinstance(v, TupleVariable):
             return tuple(self.as_python(i) for i in v.items)
+        if isinstance(v, DefaultDictVariable):
+            return collections.defaultdict(v.factory.value, ((k, self.as_python(i))
+                                                             for k, i in v.items.items()))
         if isinstance(v, DictVariable):
             return v.python_type()((k, self.as_python(i)) for k, i in v.items.items())
         if isinstance(v, SliceVariable):

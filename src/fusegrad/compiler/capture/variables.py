@@ -236,6 +236,21 @@ class OrderedDictVariable(DictVariable):
         return collections.OrderedDict
 
 
+class DefaultDictVariable(DictVariable):
+    """A `collections.defaultdict(factory)` made during translation: reading a missing key
+    calls `factory` (inlined or recorded like any call) and stores what it made, as the real
+    `__missing__` does; rebuilt as a real defaultdict of the same factory."""
+
+    __slots__ = ("factory",)
+
+    def __init__(self, factory: Variable, items: dict | None = None):
+        super().__init__(items or {})
+        self.factory = factory
+
+    def python_type(self) -> type:
+        return collections.defaultdict
+
+
 class ItemKey:
     """The name of a recorded store that assigns an item (`d[key] = v` of a dict from
     outside the graph) rather than an attribute (see `GraphBuilder.stores`)."""
@@ -437,6 +452,13 @@ class GradExit:
         return False
 
 
+def ignored_region_exit(*exc) -> bool:
+    """The `__exit__` of a profiler region that compiled code leaves out (a
+    `record_function` block: Dynamo ignores it, so no event is recorded around the graph's
+    ops); called for real when a graph break happens inside the block, it does nothing."""
+    return False
+
+
 class NullVariable(Variable):
     """The NULL that PUSH_NULL and LOAD_GLOBAL put below a callable."""
 
@@ -577,6 +599,43 @@ class LazyMapVariable(LazyIteratorVariable):
 
     def python_type(self) -> type:
         return filter if self.keep else map
+
+
+class LazyPairwiseVariable(LazyIteratorVariable):
+    """`itertools.pairwise(it)` made while translating: each item pairs the part's previous
+    item with its next one, taken when asked for, as the real iterator takes them."""
+
+    __slots__ = ("part", "last")
+
+    def __init__(self, part: Variable):
+        super().__init__()
+        self.part = part
+        self.last = None
+
+    def python_type(self) -> type:
+        import itertools
+
+        return itertools.pairwise
+
+
+class LazyAccumulateVariable(LazyIteratorVariable):
+    """`itertools.accumulate(it, func, initial=...)` made while translating: running totals
+    (`func` None: `+`), each computed when asked for, as the real iterator computes it;
+    `initial` (if given) comes first."""
+
+    __slots__ = ("part", "func", "total", "initial")
+
+    def __init__(self, part: Variable, func: Variable | None, initial: Variable | None):
+        super().__init__()
+        self.part = part
+        self.func = func
+        self.total = None
+        self.initial = initial
+
+    def python_type(self) -> type:
+        import itertools
+
+        return itertools.accumulate
 
 
 class PartialVariable(Variable):
