@@ -69,31 +69,40 @@ class AdaptiveLogSoftmaxWithLoss(Module):
 
     def forward(self, input_, target_):
         """(log-probability of each row's target, mean negative log-likelihood)."""
-        import fusegrad
-
         self._check(input_, target_)
         batched = target_.dim() > 0
         input = input_ if batched else input_.unsqueeze(0)
         target = target_ if batched else target_.unsqueeze(0)
-        low, high = (int(target.min()), int(target.max())) if target.numel() else (0, 0)
-        if low < 0 or high >= self.n_classes:
+        # Rows are sorted into the shortlist and the clusters by their target, the rows found
+        # counted: a target outside every interval leaves a row uncounted. (Validating after
+        # the loop rather than by the targets' min and max up front: a compiled caller then
+        # stops capturing only at the first row search, as PyTorch's does.)
+        output = input.new_zeros(input.shape[0])
+        columns = target.new_empty(input.shape[0])
+        bounds = [0, *self.cutoffs]
+        found = 0
+        for i in range(len(bounds) - 1):
+            chosen = (target >= bounds[i]) & (target < bounds[i + 1])
+            rows = chosen.nonzero().flatten()
+            if rows.numel() == 0:
+                continue
+            if i == 0:
+                columns.index_copy_(0, rows, target[chosen])
+            else:
+                # the cluster's entry of the head, plus the class's log-probability within it
+                columns.index_fill_(0, rows, self.shortlist_size + i - 1)
+                logprob = F.log_softmax(self.tail[i - 1](input.index_select(0, rows)), dim=1)
+                within = (target[chosen] - bounds[i]).unsqueeze(1)
+                output.index_copy_(0, rows, logprob.gather(1, within).squeeze(1))
+            found += rows.numel()
+        if found != input.shape[0]:
+            low, high = int(target.min()), int(target.max())
             raise RuntimeError(f"Target values should be in [0, {self.n_classes - 1}], but "
                                f"values in range [{low}, {high}] were found. ")
         head = F.log_softmax(self.head(input), dim=1)
-        # Each row's column of the head: its class in the shortlist, else its cluster's entry.
-        cluster = fusegrad.bucketize(target, fusegrad.tensor(self.cutoffs[:-1]), right=True)
-        column = fusegrad.where(cluster == 0, target, self.shortlist_size + cluster - 1)
-        # The clusters' rows written into zeros, then every row's head entry added in place
-        # (PyTorch's order: the result's node is the in-place sum's).
-        output = input.new_zeros(input.shape[0])
-        for i, module in enumerate(self.tail):
-            rows = (cluster == i + 1).nonzero().flatten()
-            if rows.numel() == 0:
-                continue
-            logprob = F.log_softmax(module(input.index_select(0, rows)), dim=1)
-            within = (target.index_select(0, rows) - self.cutoffs[i]).unsqueeze(1)
-            output.index_copy_(0, rows, logprob.gather(1, within).squeeze(1))
-        output += head.gather(1, column.unsqueeze(1)).squeeze(1)
+        # every row's head entry added in place (PyTorch's order: the result's node is the
+        # in-place sum's)
+        output += head.gather(1, columns.unsqueeze(1)).squeeze(1)
         loss = (-output).mean()
         return _ASMoutput(output if batched else output.squeeze(0), loss)
 
