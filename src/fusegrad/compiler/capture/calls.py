@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import abc
 import collections
+import contextlib
 import functools
 import inspect
 import itertools
@@ -204,15 +205,43 @@ def _inline_checkpoint(tr, args: list, kwargs: dict) -> Variable:
     # The backward runs the function again: an effect outside the region would happen
     # twice eagerly (a counter, a list append, a batch norm's running statistics) but once
     # here, so such a function runs eagerly, as Dynamo refuses side effects in a checkpoint.
-    if len(builder.stores) > n_stores:
+    effect = effect_since(builder, mark, n_stores)
+    if effect == "stores":
         raise Unsupported("a checkpointed function with side effects (an assignment or an "
                           "append outside it)")
-    region = {id(n) for n in builder.created[mark:]}
-    for node in builder.created[mark:]:
-        if _mutates_from_outside(node, region):
-            raise Unsupported("a checkpointed function that writes into a tensor from "
-                              "outside it (a buffer, an input)")
+    if effect == "writes":
+        raise Unsupported("a checkpointed function that writes into a tensor from "
+                          "outside it (a buffer, an input)")
     return result
+
+
+def effect_since(builder, mark: int, n_stores: int) -> str | None:
+    """What code translated since `mark` (nodes created) and `n_stores` (stores) did outside
+    itself: "stores" (an assignment or an append outside it), "writes" (an in-place write
+    into a tensor from outside it), or None."""
+    if len(builder.stores) > n_stores:
+        return "stores"
+    region = {id(n) for n in builder.created[mark:]}
+    if any(_mutates_from_outside(n, region) for n in builder.created[mark:]):
+        return "writes"
+    return None
+
+
+@contextlib.contextmanager
+def speculation(builder):
+    """Translate code for what it does only: yields (node mark, store mark); afterwards the
+    grad mode, the nodes and stores recorded since, and `builder.mutated` are as before."""
+    from ..._thread_state import local, set_grad_enabled
+
+    mark, n_stores, mutated = len(builder.created), len(builder.stores), builder.mutated
+    mode = local.grad_enabled
+    try:
+        yield mark, n_stores
+    finally:
+        set_grad_enabled(mode)
+        builder.discard_since(mark)
+        del builder.stores[n_stores:]
+        builder.mutated = mutated
 
 
 def _mutates_from_outside(node, region: set) -> bool:

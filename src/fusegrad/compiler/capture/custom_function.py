@@ -145,11 +145,10 @@ def _speculate(tr, cls, forward, backward, setup, args: list) -> Variable:
     """Translate forward then backward into the graph, check they had no effect outside
     themselves, and erase what they recorded (raising `Unsupported` if they had one);
     returns forward's result variable (its tensors' nodes erased)."""
-    from ..._thread_state import local, set_grad_enabled
-    from .calls import _mutates_from_outside, inline
+    from ..._thread_state import local
+    from .calls import effect_since, inline, speculation
 
     builder = tr.builder
-    mark, n_stores, mutated = len(builder.created), len(builder.stores), builder.mutated
     needs = tuple(isinstance(a, TensorVariable) and bool(a.example.requires_grad)
                   for a in args)
     ctx = ObjectVariable(SpeculatedContext, {
@@ -159,53 +158,49 @@ def _speculate(tr, cls, forward, backward, setup, args: list) -> Variable:
     name = cls.__name__
     grad_mode = local.grad_enabled
     try:
-        # Eager runs forward under no_grad (what it returns may read the mode); setup_context
-        # and backward (unless create_graph) with grad mode as the caller has it.
-        builder.set_grad_enabled(False)
-        if setup is None:
-            out = inline(tr, forward, [ctx, *args], {})
-        else:
-            out = inline(tr, forward, list(args), {})
-        builder.set_grad_enabled(grad_mode)
-        if setup is not None:
-            inline(tr, setup, [ctx, TupleVariable(list(args)), out], {})
-        outs = out.items if type(out) is TupleVariable else [out]
-        if not outs or not all(isinstance(o, (TensorVariable, ConstantVariable))
-                               for o in outs):
-            raise Unsupported(f"{name}.forward returned something other than tensors")
-        made = {id(n) for n in builder.created[mark:]}
-        if any(isinstance(o, TensorVariable) and id(o.node) not in made for o in outs):
-            # Eager returns an alias of it carrying the Function's node (and refusing
-            # in-place writes); traced, the tensor itself would be the output, without it.
-            raise Unsupported(f"{name}.forward returned a tensor it did not make")
-        _check_ctx_tensors(name, ctx, made, outs)
-        grads = [builder.call("call_function", _zeros_like(), (o,), {})
-                 if isinstance(o, TensorVariable) else ConstantVariable(None) for o in outs]
-        materialize = ctx.items["materialize_grads"]
-        if not (isinstance(materialize, ConstantVariable) and materialize.value is True):
-            raise Unsupported("set_materialize_grads(False) (backward may get None)")
-        before = _fingerprint(ctx)
-        returned = inline(tr, backward, [ctx, *grads], {})
-        if _fingerprint(ctx) != before:
-            # Eager's backward changes the node's ctx for the next backward through it
-            # (`retain_graph=True`); the compiled backward would replay the traced values.
-            raise Unsupported(f"{name}.backward changes what ctx holds")
-        _check_gradients_reach(name, needs, returned)
-        if len(builder.stores) > n_stores:
-            raise Unsupported(f"{name}'s forward or backward has a side effect (an "
-                              "assignment or an append outside it)")
-        region = {id(n) for n in builder.created[mark:]}
-        if any(_mutates_from_outside(n, region) for n in builder.created[mark:]):
-            raise Unsupported(f"{name}'s forward or backward writes into a tensor from "
-                              "outside it")
-        return out
+        with speculation(builder) as (mark, n_stores):
+            # Eager runs forward under no_grad (what it returns may read the mode); setup_context
+            # and backward (unless create_graph) with grad mode as the caller has it.
+            builder.set_grad_enabled(False)
+            if setup is None:
+                out = inline(tr, forward, [ctx, *args], {})
+            else:
+                out = inline(tr, forward, list(args), {})
+            builder.set_grad_enabled(grad_mode)
+            if setup is not None:
+                inline(tr, setup, [ctx, TupleVariable(list(args)), out], {})
+            outs = out.items if type(out) is TupleVariable else [out]
+            if not outs or not all(isinstance(o, (TensorVariable, ConstantVariable))
+                                   for o in outs):
+                raise Unsupported(f"{name}.forward returned something other than tensors")
+            made = {id(n) for n in builder.created[mark:]}
+            if any(isinstance(o, TensorVariable) and id(o.node) not in made for o in outs):
+                # Eager returns an alias of it carrying the Function's node (and refusing
+                # in-place writes); traced, the tensor itself would be the output, without it.
+                raise Unsupported(f"{name}.forward returned a tensor it did not make")
+            _check_ctx_tensors(name, ctx, made, outs)
+            grads = [builder.call("call_function", _zeros_like(), (o,), {})
+                     if isinstance(o, TensorVariable) else ConstantVariable(None) for o in outs]
+            materialize = ctx.items["materialize_grads"]
+            if not (isinstance(materialize, ConstantVariable) and materialize.value is True):
+                raise Unsupported("set_materialize_grads(False) (backward may get None)")
+            before = _fingerprint(ctx)
+            returned = inline(tr, backward, [ctx, *grads], {})
+            if _fingerprint(ctx) != before:
+                # Eager's backward changes the node's ctx for the next backward through it
+                # (`retain_graph=True`); the compiled backward would replay the traced values.
+                raise Unsupported(f"{name}.backward changes what ctx holds")
+            _check_gradients_reach(name, needs, returned)
+            effect = effect_since(builder, mark, n_stores)
+            if effect == "stores":
+                raise Unsupported(f"{name}'s forward or backward has a side effect (an "
+                                  "assignment or an append outside it)")
+            if effect == "writes":
+                raise Unsupported(f"{name}'s forward or backward writes into a tensor from "
+                                  "outside it")
+            return out
     except Unsupported as e:
         raise Unsupported(f"{name}.apply(): {e}") from None
-    finally:
-        set_grad_enabled(grad_mode)
-        builder.discard_since(mark)
-        del builder.stores[n_stores:]
-        builder.mutated = mutated
 
 
 def _check_ctx_tensors(name: str, ctx: ObjectVariable, made: set, outs: list) -> None:

@@ -97,31 +97,24 @@ def speculate_call(tr, fn: Variable, args: list, what: str, grad_mode: bool) -> 
     assignment or append outside it, a write into a tensor from outside, a graph break),
     and erase what it recorded; returns its result variable (its tensors' nodes erased,
     their examples kept). `Unsupported`, naming `what`, otherwise."""
-    from ..._thread_state import local, set_grad_enabled
-    from .calls import _mutates_from_outside, inline, inline_nested
+    from .calls import effect_since, inline, inline_nested, speculation
 
     builder = tr.builder
-    mark, n_stores, mutated = len(builder.created), len(builder.stores), builder.mutated
-    mode = local.grad_enabled
     try:
-        builder.set_grad_enabled(grad_mode)
-        if isinstance(fn, NestedFunctionVariable):
-            returned = inline_nested(tr, fn, list(args), {})
-        else:
-            returned = inline(tr, fn.value, list(args), {})
-        if len(builder.stores) > n_stores:
-            raise Unsupported("a side effect (an assignment or an append outside it)")
-        region = {id(n) for n in builder.created[mark:]}
-        if any(_mutates_from_outside(n, region) for n in builder.created[mark:]):
-            raise Unsupported("a write into a tensor from outside it")
-        return returned
+        with speculation(builder) as (mark, n_stores):
+            builder.set_grad_enabled(grad_mode)
+            if isinstance(fn, NestedFunctionVariable):
+                returned = inline_nested(tr, fn, list(args), {})
+            else:
+                returned = inline(tr, fn.value, list(args), {})
+            effect = effect_since(builder, mark, n_stores)
+            if effect == "stores":
+                raise Unsupported("a side effect (an assignment or an append outside it)")
+            if effect == "writes":
+                raise Unsupported("a write into a tensor from outside it")
+            return returned
     except Unsupported as e:
         raise Unsupported(f"{what}: {e}") from None
-    finally:
-        set_grad_enabled(mode)
-        builder.discard_since(mark)
-        del builder.stores[n_stores:]
-        builder.mutated = mutated
 
 
 def _speculate(tr, fn: Variable, t: TensorVariable) -> None:
