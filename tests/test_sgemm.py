@@ -1,8 +1,8 @@
 """fusegrad's own float32 product kernel (`ops/_sgemm.py`, `native/sgemm.c`), which takes
 products of moderate size on Intel's AVX-512 cores: values against float64 products for
 every operand layout (tails of its register tile, negative and broadcast strides, NaN and
-infinity), the same bits for any cut of its column panels and at one and two threads, and a
-small network's training step against PyTorch."""
+infinity), the same bits for any cut of its column panels, of C's rows and of a weight's
+rows, and at one and two threads, and a small network's training step against PyTorch."""
 
 from __future__ import annotations
 
@@ -109,6 +109,52 @@ def test_any_cut_of_the_panels_gives_the_same_bits(a_columns):
            170, first, last)
     np.testing.assert_array_equal(parts, whole)
     np.testing.assert_allclose(whole, _reference(a, b, None), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("a_columns", [False, True], ids=["a-rows", "a-columns"])
+def test_any_cut_of_the_rows_gives_the_panels_bits(a_columns):
+    """The cut by rows of C (`fg_sgemm_rows_f32`, each thread a run of C) gives the bits of
+    the cut by column panels, for any ranges of rows, tails of the register tile included."""
+    rng = np.random.default_rng(11)
+    a = rng.standard_normal((300, 61) if a_columns else (61, 300)).astype(np.float32)
+    a = a.T if a_columns else a
+    sai, sak = (s // 4 for s in a.strides)
+    b = rng.standard_normal((300, 150)).astype(np.float32)
+    bias = rng.standard_normal(150).astype(np.float32)
+    panels = _native.function("sgemm", "fg_sgemm_f32", _sgemm._SIGNATURE)
+    rows = _native.function("sgemm", "fg_sgemm_rows_f32", _sgemm._SIGNATURE)
+    whole = np.empty((61, 150), np.float32)
+    panels(a.ctypes.data, b.ctypes.data, whole.ctypes.data, bias.ctypes.data, sai, sak, 150,
+           150, 61, 300, 150, 0, -(-150 // _sgemm.PANEL))
+    parts = np.full((61, 150), np.nan, np.float32)
+    for first, last in ((30, 61), (13, 30), (0, 1), (1, 13)):
+        rows(a.ctypes.data, b.ctypes.data, parts.ctypes.data, bias.ctypes.data, sai, sak, 150,
+             150, 61, 300, 150, first, last)
+    np.testing.assert_array_equal(parts, whole)
+    np.testing.assert_allclose(whole, _reference(a, b, bias), rtol=1e-5, atol=1e-4)
+
+
+def test_any_cut_of_the_weights_rows_gives_the_batch_cuts_bits():
+    """`x @ W.T` cut by W's rows (`fg_sgemm_nt_cols_f32`, each thread reading its rows of W
+    alone) gives the bits of the cut by panels of x's rows (`fg_sgemm_nt_f32`), for any
+    ranges of W's rows and a batch that is not a whole number of panels."""
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((70, 136)).astype(np.float32)
+    w = rng.standard_normal((53, 136)).astype(np.float32)
+    bias = rng.standard_normal(53).astype(np.float32)
+    batch = _native.function("sgemm", "fg_sgemm_nt_f32", _sgemm._NT_SIGNATURE)
+    cols = _native.function("sgemm", "fg_sgemm_nt_cols_f32", _sgemm._COLS_SIGNATURE)
+    panels = -(-70 // _sgemm.PANEL)
+    work = np.empty(panels * 136 * _sgemm.PANEL, np.float32)
+    whole = np.empty((70, 53), np.float32)
+    batch(x.ctypes.data, w.ctypes.data, whole.ctypes.data, bias.ctypes.data, work.ctypes.data,
+          136, 136, 53, 70, 136, 53, 0, panels)
+    parts = np.full((70, 53), np.nan, np.float32)
+    for first, last in ((40, 53), (0, 25), (25, 40)):
+        cols(x.ctypes.data, w.ctypes.data, parts.ctypes.data, bias.ctypes.data, 136, 136, 53,
+             70, 136, 53, first, last)
+    np.testing.assert_array_equal(parts, whole)
+    np.testing.assert_allclose(whole, _reference(x, w.T, bias), rtol=1e-5, atol=1e-4)
 
 
 @pytest.mark.parametrize("layout", ["nn", "nt", "tn"])

@@ -11,9 +11,12 @@ step by step where more than one column panel reuses it (a linear layer's weight
 forward `x @ W.T` is computed transposed, `(W @ x.T).T`: each panel of 32 batch rows is
 transposed by the piece that multiplies it and written back as its rows of the result with
 the row of biases (`fg_sgemm_nt_f32`: the cores sharing the panels each keep their own
-data). Each element is one sum
-over the shared dimension in order, so any cut of the columns, and so any thread count, gives
-the same bits: the C workers share the column panels (`_native.run_pieces`).
+data). Each element is one sum over the shared dimension in order, so any cut of the columns
+or rows, and so any thread count, gives the same bits: the C workers share the column panels
+(`_native.run_pieces`), or, with `MIN_CUT_ROWS` rows or more, the rows of C (of W for
+`x @ W.T`): a weight's rows, their gradient and the optimizer's update of them then stay on one
+core, where a write to lines the other core has read costs several times the write
+(docs/architecture.md, "data stays on its core").
 
 On Intel's AVX-512 cores (one Sapphire Rapids core, 2026-12-06): `x @ W.T` for a 64x784 batch
 and a 128x784 weight 131-139 us through `_gemm` before (OpenBLAS, transposed as above) against
@@ -45,6 +48,10 @@ _ITEM = 4
 _SIGNATURE = "pppp" + "i" * 9
 _TRANSPOSE = "ppp" + "i" * 5
 _NT_SIGNATURE = "ppppp" + "i" * 8
+_COLS_SIGNATURE = "pppp" + "i" * 8
+# Products with at least this many rows of C (of W, for `x @ W.T`) are cut between threads
+# by rows of C (of W): two or more register tiles (`MR` = 12 rows) per thread at two threads.
+MIN_CUT_ROWS = 48
 
 
 class _State:
@@ -116,9 +123,13 @@ def product(a: np.ndarray, b: np.ndarray, bias: np.ndarray | None) -> np.ndarray
     address = _native.address
     if sb[1] == 1:  # B's rows are runs: C = A @ B directly
         out = np.empty((m, n), _F32)
-        _native.run_pieces(fn, (address(a), address(b), address(out),
-                                None if bias is None else address(bias), sa[0], sa[1], sb[0],
-                                n, m, k, n), (), -(-n // PANEL), mnk)
+        args = (address(a), address(b), address(out), None if bias is None else address(bias),
+                sa[0], sa[1], sb[0], n, m, k, n)
+        if m >= MIN_CUT_ROWS:  # each thread its run of C's rows (module docstring)
+            _native.run_pieces(_native.function("sgemm", "fg_sgemm_rows_f32", _SIGNATURE),
+                               args, (), m, mnk)
+        else:
+            _native.run_pieces(fn, args, (), -(-n // PANEL), mnk)
         return out
     if sb[0] != 1:
         return None
@@ -128,8 +139,15 @@ def product(a: np.ndarray, b: np.ndarray, bias: np.ndarray | None) -> np.ndarray
         # the panels each keep their data (a transposition of all of A by this thread, half
         # of it then read by the other core, cost the second core's gain).
         panels = -(-m // PANEL)
-        work = np.empty(panels * k * PANEL, _F32)
         out = np.empty((m, n), _F32)
+        if n >= MIN_CUT_ROWS:  # each thread its rows of W (module docstring)
+            cols = _native.function("sgemm", "fg_sgemm_nt_cols_f32", _COLS_SIGNATURE)
+            _native.run_pieces(cols,
+                               (address(a), address(b), address(out),
+                                None if bias is None else address(bias), sa[0], sb[1], n, m, k,
+                                n), (), n, mnk)
+            return out
+        work = np.empty(panels * k * PANEL, _F32)
         _native.run_pieces(_native.function("sgemm", "fg_sgemm_nt_f32", _NT_SIGNATURE),
                            (address(a), address(b), address(out),
                             None if bias is None else address(bias), address(work), sa[0],

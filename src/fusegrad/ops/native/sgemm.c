@@ -17,6 +17,7 @@
    Built only where the compiler targets AVX-512 (`-march=native` on such a CPU):
    `fg_sgemm_available` says whether the products are here. */
 
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -119,6 +120,16 @@ void fg_sgemm_f32(const float *a, const float *b, float *c, const float *bias, i
     free(packed);
 }
 
+/* Rows first..last - 1 of C = A @ B (+ bias), every column panel (arguments as
+   `fg_sgemm_f32`'s): a cut of the rows instead of the columns, so that each piece writes
+   one contiguous run of C. */
+void fg_sgemm_rows_f32(const float *a, const float *b, float *c, const float *bias, i64 sai,
+                       i64 sak, i64 ldb, i64 ldc, i64 m, i64 k, i64 n, i64 first, i64 last) {
+    (void)m;
+    fg_sgemm_f32(a + first * sai, b, c + first * ldc, bias, sai, sak, ldb, ldc, last - first, k,
+                 n, 0, (n + NR - 1) / NR);
+}
+
 /* The 8 x 8 block of src at (i, j) (rows of unit stride, row stride rs), transposed into
    `o` (eight vectors: o[q] holds src's column j + q, rows i..i + 7). */
 static inline void transpose8(const float *s, i64 rs, __m256 *o) {
@@ -144,6 +155,21 @@ static inline void transpose8(const float *s, i64 rs, __m256 *o) {
     o[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
 }
 
+/* X's rows i0..i0 + rows - 1 transposed into `panel` (k x NR: panel[q * NR + r] = X[i0 +
+   r][q], rows past `rows` zero). */
+static void transpose_panel(const float *x, i64 ldx, i64 i0, i64 rows, i64 k, float *panel) {
+    i64 r0 = 0;
+    if ((k & 7) == 0)
+        for (; r0 + 8 <= rows; r0 += 8)
+            for (i64 q = 0; q < k; q += 8) {
+                __m256 o[8];
+                transpose8(x + (i0 + r0) * ldx + q, ldx, o);
+                for (int t = 0; t < 8; t++) _mm256_storeu_ps(panel + (q + t) * NR + r0, o[t]);
+            }
+    for (i64 r = r0; r < NR; r++)
+        for (i64 q = 0; q < k; q++) panel[q * NR + r] = r < rows ? x[(i0 + r) * ldx + q] : 0.0f;
+}
+
 #define NT_TILE(R) \
     case R: tile(R, w + j * ldw, ldw, 1, panel, NR, block, NR, 0, k, full); break;
 
@@ -158,18 +184,8 @@ void fg_sgemm_nt_f32(const float *x, const float *w, float *c, const float *bias
     float block[MR * NR];
     for (i64 p = first; p < last; p++) {
         const i64 i0 = p * NR, rows = m - i0 < NR ? m - i0 : NR;
-        float *panel = work + p * k * NR;  /* panel[q * NR + r] = X[i0 + r][q] */
-        i64 r0 = 0;
-        if ((k & 7) == 0)
-            for (; r0 + 8 <= rows; r0 += 8)
-                for (i64 q = 0; q < k; q += 8) {
-                    __m256 o[8];
-                    transpose8(x + (i0 + r0) * ldx + q, ldx, o);
-                    for (int t = 0; t < 8; t++) _mm256_storeu_ps(panel + (q + t) * NR + r0, o[t]);
-                }
-        for (i64 r = r0; r < NR; r++)
-            for (i64 q = 0; q < k; q++)
-                panel[q * NR + r] = r < rows ? x[(i0 + r) * ldx + q] : 0.0f;
+        float *panel = work + p * k * NR;
+        transpose_panel(x, ldx, i0, rows, k, panel);
         for (i64 j = 0; j < n; j += MR) {
             const int mr = n - j < MR ? (int)(n - j) : MR;
             switch (mr) {  /* block[t * NR + col] = C[i0 + col][j + t] */
@@ -183,6 +199,46 @@ void fg_sgemm_nt_f32(const float *x, const float *w, float *c, const float *bias
                                                        : block[t * NR + col];
         }
     }
+}
+
+/* Columns first..last - 1 of C = X @ W^T (+ bias), every row (arguments as
+   `fg_sgemm_nt_f32`'s, without `work`): a cut of W's rows instead of X's, so that each piece
+   reads only its rows of W (a weight whose rows one core updates stays in that core's cache:
+   a write to a line the other core has read costs several times the write). Each piece
+   transposes every panel of X into a buffer of its own; the tiles are `fg_sgemm_nt_f32`'s,
+   the same bits. */
+void fg_sgemm_nt_cols_f32(const float *x, const float *w, float *c, const float *bias, i64 ldx,
+                          i64 ldw, i64 ldc, i64 m, i64 k, i64 n, i64 first, i64 last) {
+    (void)n;
+    const __mmask16 full[NV] = {0xffff, 0xffff};
+    float block[MR * NR];
+    float *panel = malloc((size_t)(k * NR) * sizeof(float));
+    if (!panel) {  /* each element as the tile sums it: in order from zero, then the bias */
+        for (i64 i = 0; i < m; i++)
+            for (i64 j = first; j < last; j++) {
+                float acc = 0.0f;
+                for (i64 q = 0; q < k; q++) acc = fmaf(x[i * ldx + q], w[j * ldw + q], acc);
+                c[i * ldc + j] = bias ? acc + bias[j] : acc;
+            }
+        return;
+    }
+    for (i64 i0 = 0; i0 < m; i0 += NR) {
+        const i64 rows = m - i0 < NR ? m - i0 : NR;
+        transpose_panel(x, ldx, i0, rows, k, panel);
+        for (i64 j = first; j < last; j += MR) {
+            const int mr = last - j < MR ? (int)(last - j) : MR;
+            switch (mr) {  /* block[t * NR + col] = C[i0 + col][j + t] */
+                NT_TILE(1) NT_TILE(2) NT_TILE(3) NT_TILE(4) NT_TILE(5) NT_TILE(6) NT_TILE(7)
+                NT_TILE(8) NT_TILE(9) NT_TILE(10) NT_TILE(11) NT_TILE(12)
+                default: break;
+            }
+            for (i64 col = 0; col < rows; col++)
+                for (int t = 0; t < mr; t++)
+                    c[(i0 + col) * ldc + j + t] = bias ? block[t * NR + col] + bias[j + t]
+                                                       : block[t * NR + col];
+        }
+    }
+    free(panel);
 }
 
 /* dst (cols x rows, row-major, row stride `ld`) = the transpose of src (rows x cols, element
