@@ -118,7 +118,7 @@ def _check_device(device) -> _device_cls | None:
 
 
 def _finish(data: np.ndarray, dtype: _dtype.dtype, requires_grad: bool) -> Tensor:
-    t = Tensor._make(data, dtype)
+    t = Tensor._make(_dtype.own_instance(data), dtype)
     if requires_grad:
         t._set_requires_grad(
             True, "Only Tensors of floating point and complex dtype can require gradients")
@@ -583,7 +583,7 @@ def from_numpy(array: np.ndarray) -> Tensor:
         # gets its own copy, so writing to it works (and leaves the array as it was).
         warn_once(_NOT_WRITABLE, stacklevel=_warning_stacklevel(2))
         array = array.copy()
-    return Tensor._make(array, dtype)
+    return Tensor._make(_dtype.own_instance(array), dtype)
 
 
 _NOT_WRITABLE = (

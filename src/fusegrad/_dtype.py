@@ -193,6 +193,21 @@ def _lookup(name: str) -> dtype:
     return BY_NAME[name]
 
 
+def own_instance(a: np.ndarray) -> np.ndarray:
+    """`a`, or a view of it (the same memory) whose dtype is NumPy's own instance of its
+    type (`dtype.np`). An array that came through pickle (a DataLoader worker's batch, a
+    pickled tensor, a compiled graph's cached constants) carries an equal but separate
+    dtype object, which NumPy's operations pass on to their results; fusegrad's kernels
+    recognise their common cases by identity (`dt is float32`), so every op downstream of
+    such an array took its general path, and products went to OpenBLAS instead of the
+    float32 kernel of `ops/_sgemm.py` (other bits than the same program fed in-process)."""
+    dt = a.dtype
+    d = FROM_NP.get(dt)
+    if d is None or d.np is dt:
+        return a
+    return a.view(d.np)
+
+
 def from_numpy_dtype(np_dtype) -> dtype:
     """The fusegrad dtype that stores its values as `np_dtype`; TypeError for others."""
     np_dtype = np.dtype(np_dtype)

@@ -839,7 +839,7 @@ def make_plain(data: np.ndarray, dtype=None, cls: type = Tensor) -> Tensor:
 
 def rebuild_tensor(data: np.ndarray, dtype_name: str, requires_grad: bool) -> Tensor:
     """Unpickle a tensor written by `Tensor.__reduce_ex__`."""
-    t = Tensor._make(data, _dtype.BY_NAME[dtype_name])
+    t = Tensor._make(_dtype.own_instance(data), _dtype.BY_NAME[dtype_name])
     if requires_grad:
         t._set_requires_grad(
             True, "Only Tensors of floating point and complex dtype can require gradients")

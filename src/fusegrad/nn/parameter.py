@@ -151,7 +151,8 @@ def _rebuild_meta_parameter(shape: tuple, dtype_name: str, strides: tuple,
 
 def _rebuild_parameter(data: np.ndarray, dtype_name: str, requires_grad: bool) -> Parameter:
     """Unpickle a Parameter written by `Parameter.__reduce_ex__`."""
-    return Parameter(Tensor._make(data, _dtype.BY_NAME[dtype_name]), requires_grad)
+    return Parameter(Tensor._make(_dtype.own_instance(data), _dtype.BY_NAME[dtype_name]),
+                     requires_grad)
 
 
 def is_lazy(param) -> bool:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..._dtype import FROM_NP, own_instance
 from .c import Slots
 from .ir import Buffer, Extern, Pointwise, PythonCall, ScalarInput, View, contiguous_strides
 
@@ -479,6 +480,12 @@ def _start(v: View) -> list:
     return [value(e) for e in v.index]
 
 
+def _own_dtype(dt: np.dtype) -> np.dtype:
+    """NumPy's own instance of dtype `dt` (an unpickled dtype is a separate, equal object)."""
+    d = FROM_NP.get(dt)
+    return dt if d is None else d.np
+
+
 def load(art: Artifact, libs: dict):
     """The `call` function of `art`, its kernels taken from `libs` (build variant ->
     loaded shared object)."""
@@ -497,18 +504,24 @@ def load(art: Artifact, libs: dict):
                    "_scalar": _scalar,
                    "_addr": _array_address, "_wrap": _dispatch._wrap, "P": P, "K": K,
                    "_last": [None] * art.n_inputs}
+    # An artifact read back from the disk cache holds unpickled dtypes and arrays: each is
+    # given NumPy's own dtype instance, which the kernels the wrapper's arrays reach
+    # recognise by identity (`_dtype.own_instance`).
     for name, ref in art.refs.items():
         kind = ref[0]
         if kind == "dtype":
-            scope[name] = ref[1]
+            scope[name] = _own_dtype(ref[1])
         elif kind == "extern":
             scope[name] = REGISTRY[ref[1]].kernel
         elif kind == "kernel":
             scope[name] = getattr(libs[ref[2]], ref[1])
+        elif isinstance(ref[1], np.ndarray):
+            scope[name] = own_instance(ref[1])
         else:
             scope[name] = ref[1]
     for var, shape, dtype, slot, root in art.persistent:
-        arr = np.empty(shape, dtype) if root is None else scope[root].reshape(shape)
+        arr = np.empty(shape, _own_dtype(dtype)) if root is None else \
+            scope[root].reshape(shape)
         scope[var] = arr
         P[slot] = _array_address(arr)
     exec(compile(art.source, "<fusegrad wrapper>", "exec"), scope)
