@@ -1,6 +1,7 @@
 """Where the helper threads run: the intra-op pool's thread i and C worker i keep to the
 same CPU, the (i + 1)-th this process may use (`_parallel.helper_cpus`), unless
-`FUSEGRAD_PIN_THREADS=0`; the calling thread is left free."""
+`FUSEGRAD_PIN_THREADS=0`; the calling thread is left free, and a C worker on the CPU it
+runs on moves to another."""
 
 from __future__ import annotations
 
@@ -29,10 +30,15 @@ import json, os
 import numpy as np
 import fusegrad
 from fusegrad.ops import _gemm, _parallel
+allowed = sorted(os.sched_getaffinity(0))
 fusegrad.set_num_threads(2)
 a = np.ones((512, 512), np.float32)
 _gemm.matmul(a, a)
 _parallel.share_by_cost(lambda i, j: None, 4, 1 << 30, "probe")
+if "CALLER_CPU" in os.environ:  # one more product with the calling thread on this CPU
+    os.sched_setaffinity(0, {allowed[int(os.environ["CALLER_CPU"])]})
+    _gemm.matmul(a, a)
+    os.sched_setaffinity(0, allowed)
 threads = {}
 for tid in os.listdir("/proc/self/task"):
     with open(f"/proc/self/task/{tid}/comm") as f:
@@ -62,7 +68,7 @@ def test_helper_cpus_rule(monkeypatch):
 
 def test_pool_thread_and_c_worker_share_a_cpu_and_the_caller_is_free():
     allowed = sorted(os.sched_getaffinity(0))
-    pid, threads, pool = _threads()
+    pid, threads, pool = _threads(CALLER_CPU="0")
     assert threads[str(pid)][1] == allowed  # the calling thread: as it was
     assert [threads[str(t)][1] for t in pool] == [[allowed[1]]]
     workers = [cpus for name, cpus in threads.values() if name == "fusegrad-worker"]
@@ -75,3 +81,16 @@ def test_no_pinning_when_asked():
     pid, threads, pool = _threads(FUSEGRAD_PIN_THREADS="0")
     assert all(cpus == allowed for _, cpus in threads.values())
     assert len(pool) == 1
+
+
+def test_a_c_worker_leaves_the_callers_cpu():
+    """With the calling thread on the CPU a C worker keeps to, the worker moves to another
+    (a worker there could run none of the pieces while the caller computes)."""
+    if _cbuild.compiler() is None:
+        pytest.skip("no C compiler")
+    allowed = sorted(os.sched_getaffinity(0))
+    pid, threads, pool = _threads(CALLER_CPU="1")
+    workers = [cpus for name, cpus in threads.values() if name == "fusegrad-worker"]
+    assert len(workers) == 1 and len(workers[0]) == 1
+    assert workers[0][0] in allowed and workers[0][0] != allowed[1]
+    assert [threads[str(t)][1] for t in pool] == [[allowed[1]]]  # the pool thread stays

@@ -293,10 +293,14 @@ def run_pieces(fn, before: tuple, after: tuple, units: int, work: int) -> None:
 
 
 def _place_workers(cpus: list[int]) -> None:
-    """Tell the C workers, before the first starts, the CPU each keeps to (by index)."""
+    """Tell the C workers, before the first starts, the CPU each keeps to (by index) and
+    the CPUs this process may use (a worker leaves the caller's CPU for another of them)."""
     _state.placed = True
+    allowed = sorted(os.sched_getaffinity(0)) if cpus else []
     block = (ctypes.c_int64 * max(len(cpus), 1))(*cpus)
-    function("workers", "fg_workers_cpus", "pi")(ctypes.addressof(block), len(cpus))
+    spare = (ctypes.c_int64 * max(len(allowed), 1))(*allowed)
+    function("workers", "fg_workers_cpus", "pipi")(ctypes.addressof(block), len(cpus),
+                                                   ctypes.addressof(spare), len(allowed))
 
 
 def workers_started() -> int:

@@ -43,6 +43,12 @@ static int64_t job_units;
 /* The CPU each worker keeps to, by index (-1: none), as `fg_workers_cpus` set them. */
 static int64_t worker_cpu[MAX_WORKERS];
 static int cpus_known;
+/* Where each started worker keeps to now (-1: anywhere), its thread, and the CPUs this
+   process may use (`fg_workers_cpus`), for `step_aside`. */
+static int64_t worker_on[MAX_WORKERS];
+static pthread_t worker_thread[MAX_WORKERS];
+static int64_t allowed_cpu[MAX_WORKERS + 1];
+static int allowed_known;
 
 static int64_t now_ns(void) {
     struct timespec t;
@@ -95,6 +101,40 @@ static void forget_workers(void) {  /* in a forked child: no worker exists there
     atomic_store(&sleepers, 0);
 }
 
+#ifdef __linux__
+/* Worker `w` kept to CPU `cpu` from now on (a refusal leaves it where it was). */
+static void keep_to(int w, int64_t cpu) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET((int)cpu, &one);
+    if (pthread_setaffinity_np(worker_thread[w], sizeof one, &one) == 0) worker_on[w] = cpu;
+}
+
+/* A worker kept to the CPU the caller runs on moves to one no worker keeps to. The caller
+   is the program's thread and goes where Linux puts it; a worker on its CPU could run
+   nothing until the caller blocked, so every job ran whole on the caller: Linux moves a
+   running thread to an idle CPU only after its balancing has failed a few times, and a
+   watching worker keeps its own CPU from looking idle (at two threads 2 of 6 products of
+   one process's first 100 ms ran at one thread's speed, and under other load the caller
+   sat on the worker's CPU in 200 of 200 samples). */
+static void step_aside(void) {
+    const int cpu = sched_getcpu();
+    if (cpu < 0) return;
+    for (int w = 0; w < started; w++) {
+        if (worker_on[w] != cpu) continue;
+        for (int i = 0; i < allowed_known; i++) {
+            const int64_t c = allowed_cpu[i];
+            int taken = c == cpu;
+            for (int v = 0; v < started && !taken; v++) taken = worker_on[v] == c;
+            if (!taken) {
+                keep_to(w, c);
+                break;
+            }
+        }
+    }
+}
+#endif
+
 /* Run `fn` over units [0, units) in one piece per thread on up to `threads` threads (the
    caller one of them); returns once every piece is done. */
 static void fg_workers_run(fg_job fn, const int64_t *args, int64_t units, int64_t threads) {
@@ -113,17 +153,18 @@ static void fg_workers_run(fg_job fn, const int64_t *args, int64_t units, int64_
         pthread_t t;
         if (pthread_create(&t, NULL, worker, NULL) != 0) break;
         pthread_detach(t);
+        worker_thread[started] = t;
+        worker_on[started] = -1;
 #ifdef __linux__
         pthread_setname_np(t, "fusegrad-worker"); /* as `top -H` and /proc show it */
-        if (started < cpus_known && worker_cpu[started] >= 0 && worker_cpu[started] < CPU_SETSIZE) {
-            cpu_set_t one;
-            CPU_ZERO(&one);
-            CPU_SET((int)worker_cpu[started], &one);
-            pthread_setaffinity_np(t, sizeof one, &one); /* a refusal leaves it free */
-        }
+        if (started < cpus_known && worker_cpu[started] >= 0 && worker_cpu[started] < CPU_SETSIZE)
+            keep_to(started, worker_cpu[started]);
 #endif
         started++;
     }
+#ifdef __linux__
+    if (allowed_known) step_aside();
+#endif
     job_fn = fn;
     job_args = args;
     job_units = units;
@@ -150,11 +191,17 @@ static void fg_workers_run(fg_job fn, const int64_t *args, int64_t units, int64_
 }
 
 /* The CPUs workers started from now on keep to, by index (`_parallel.helper_cpus`: each
-   worker beside the intra-op pool's thread of the same index); `n` 0: none. */
-void fg_workers_cpus(const int64_t *cpus, int64_t n) {
+   worker beside the intra-op pool's thread of the same index), and the `n_allowed` CPUs
+   this process may use, among which a worker on the caller's CPU moves (`step_aside`);
+   `n` 0: none. */
+void fg_workers_cpus(const int64_t *cpus, int64_t n, const int64_t *allowed,
+                     int64_t n_allowed) {
     pthread_mutex_lock(&run_lock);
     cpus_known = n < MAX_WORKERS ? (int)n : MAX_WORKERS;
     for (int i = 0; i < cpus_known; i++) worker_cpu[i] = cpus[i];
+    allowed_known = n_allowed < MAX_WORKERS + 1 ? (int)n_allowed : MAX_WORKERS + 1;
+    if (!cpus_known) allowed_known = 0;
+    for (int i = 0; i < allowed_known; i++) allowed_cpu[i] = allowed[i];
     pthread_mutex_unlock(&run_lock);
 }
 
