@@ -3257,20 +3257,7 @@ _RUNS = [(p, b) for p in COMPILED for b in ("eager", "aot_eager", "inductor")
 
 # Programs (with the backend) one of whose graphs AOT autograd cannot trace yet, with each
 # gap's minimal repro.
-_AOT_GAPS = {
-    ("ntxent_fill_diagonal", "aot_eager"): (
-        "fill_diagonal_ in a graph that requires grad: def f(x): s = x @ x.T; "
-        "s.fill_diagonal_(float('-inf')); return s.softmax(1); fg.compile(f, "
-        "backend='aot_eager')(fg.randn(4, 3, requires_grad=True)) runs eagerly "
-        "('AOTUnsupported: an in-place write through a view made by as_strided cannot be "
-        "functionalized'); torch compiles it"),
-    ("groupnorm_feature_matching", "inductor"): (
-        "a graph returning group_norm's result runs eagerly under the code generator: "
-        "fg.compile(lambda x: fg.nn.functional.group_norm(x, 3), backend='inductor')"
-        "(fg.randn(2, 3, 6, 6, requires_grad=True)) ('AOTUnsupported: an output is a view, "
-        "made with grad mode on, of a view made under no_grad'); aot_eager compiles it, and "
-        "so does inductor when another op follows (group_norm(x, 3).relu())"),
-}
+_AOT_GAPS: dict = {}
 
 
 @pytest.mark.parametrize("backend", ["aot_eager"])

@@ -1462,14 +1462,15 @@ def _c_compiler():
 # feature graph, forward and backward, from the code generator)
 @pytest.mark.parametrize("fn,shape,compiles", [
     (_frames, (8,), True), (_frames_of_computed, (4, 4), True),
-    (_frames_of_transpose, (3, 4), False), (_frames_past_a_slice, (2, 3), False),
-    (_frames_at_an_offset, (8,), False),
+    (_frames_of_transpose, (3, 4), True), (_frames_past_a_slice, (2, 3), True),
+    (_frames_at_an_offset, (8,), True),
     (_frames_then_write, (8,), True)], ids=lambda v: getattr(v, "__name__", None))
 @pytest.mark.skipif(_c_compiler() is None, reason="no C compiler (every graph runs as FX code)")
 def test_inductor_compiles_as_strided_of_contiguous_values(fn, shape, compiles):
-    """as_strided of a value contiguous from offset 0, read within its elements: compiled
-    by the code generator, with eager's values and gradients (torch's, here); other
-    as_strided views (of a transpose, past a slice) still run as FX code, right."""
+    """as_strided of a value contiguous from offset 0, read within its elements, and of a
+    transpose, past a slice's end or at a storage offset (read from a contiguous copy of
+    the tensor whose elements hold every element the view reads): compiled by the code
+    generator, with eager's values and gradients (torch's, here)."""
     data = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
     results = []
     for lib, run in ((torch, fn), (fg, None)):

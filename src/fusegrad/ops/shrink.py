@@ -241,7 +241,8 @@ glu = register(
     samples=lambda rng, dt: [Sample((rand_array(rng, (4, 6), dt, (-3, 3)), d), name=f"dim {d}")
                              for d in (-1, 0)] + [
         Sample((rand_array(rng, (2, 6, 2), dt), 1), name="3-d")],
-    saved_names=("self", "dim"), decomposition=_glu_decomposition, onnx=ox.glu)
+    saved_names=("self", "dim"), decomposition=_glu_decomposition, onnx=ox.glu,
+    result_order="operands")
 
 
 

@@ -23,6 +23,7 @@ from ..._tensor import Tensor
 from ..._thread_state import local as _thread_local
 from ...autograd.grad_mode import is_grad_enabled
 from .. import logs
+from .control_flow import route_cond
 from .functionalize import AOTUnsupported
 from .joint import trace_inference, trace_joint
 from .partitioners import default_partition
@@ -334,6 +335,8 @@ def aot_module_simplified(mod, args, fw_compiler, bw_compiler=None,
     state = [t for _, t in named]
     # A captured graph is traced through its forward: hooks registered for every module are
     # the program's, run where its modules are called, not around fusegrad's graph.
+    if _is_graph_module(mod):
+        route_cond(mod)  # (`cond` nodes: a trace selects between the branches)
     call = mod.forward if _is_graph_module(mod) else mod
     fn = _WithState(mod, [n for n, _ in named], call) if named else call
     compiled = AOTCompiled(fn, fw_compiler, bw_compiler, partition_fn, decompositions,

@@ -12,6 +12,8 @@ and the other views of it are regenerated from that value when next read.
 
 from __future__ import annotations
 
+import numpy as np
+
 from ...ops.registry import REGISTRY, OpDef
 
 
@@ -45,14 +47,99 @@ def _permutation_inverse(dims, ndim: int) -> list:
     return inverse
 
 
+def dense_order(t) -> list | None:
+    """The dims of tensor `t` from the outermost in memory to the innermost when its
+    elements fill a contiguous range of its storage without overlap (any memory order:
+    `t` permuted so is contiguous), else None."""
+    shape, strides = [int(n) for n in t.shape], [int(s) for s in t.stride()]
+    order = sorted(range(len(shape)), key=lambda d: (-strides[d] if shape[d] > 1 else 0, d))
+    span = 1
+    for d in reversed(order):
+        if shape[d] == 1:
+            continue
+        if strides[d] != span:
+            return None
+        span *= shape[d]
+    return order
+
+
+def _strided_positions(name: str, parent, args: tuple):
+    """The elements of `parent` (as positions in its row-major flattening) that view
+    `name(parent, *args)` (`unfold` or `as_strided`) shows, one per view element in the view's
+    shape; None where some view element is not one of `parent`'s (as_strided reading storage
+    beyond it)."""
+    shape = tuple(int(n) for n in parent.shape)
+    numel = int(np.prod(shape, dtype=np.int64))
+    if name == "unfold":  # (positions follow the indices alone, whatever the layout)
+        dim, size, step = (int(a) for a in args[:3])
+        flat = np.arange(numel, dtype=np.int64).reshape(shape)
+        if flat.ndim == 0:  # (a 0-d tensor's one window: its element, size times)
+            return np.zeros((int(size),), np.int64)
+        dim %= flat.ndim
+        try:
+            windows = np.lib.stride_tricks.sliding_window_view(flat, int(size), axis=dim)
+        except ValueError:  # (a window NumPy does not make: left to eager)
+            return None
+        return np.take(windows, np.arange(0, windows.shape[dim], int(step)), axis=dim)
+    order = dense_order(parent)
+    if order is None or numel == 0:
+        return None
+    size, stride = [int(n) for n in args[0]], [int(s) for s in args[1]]
+    start = int(parent.storage_offset())
+    offset = start if len(args) < 3 or args[2] is None else int(args[2])
+    # Storage position (from `parent`'s first element) of each of `parent`'s elements, then
+    # of each view element; the first inverted to find which element sits where.
+    where = np.zeros((), np.int64)
+    for n, st in zip(shape, parent.stride()):
+        where = where[..., None] + np.arange(n, dtype=np.int64) * int(st)
+    inverse = np.full(numel, -1, np.int64)
+    inverse[where.reshape(-1)] = np.arange(numel, dtype=np.int64)
+    pos = np.full((), offset - start, np.int64)
+    for n, st in zip(size, stride):
+        pos = pos[..., None] + np.arange(n, dtype=np.int64) * st
+    if pos.size and (pos.min() < 0 or pos.max() >= numel):
+        return None
+    return inverse[pos]
+
+
+def _scatter_strided(emit, aten, constant, name: str, args: tuple, parent, base_node,
+                     value_node):
+    """`parent`'s new value after its view `name(parent, *args)` (unfold, as_strided) was
+    given `value_node`: the view's elements written into the flattened value through
+    `index_put` with their positions (a graph constant). A view whose elements share
+    memory is refused: its write's outcome depends on the kernel's order."""
+    positions = _strided_positions(name, parent, args) if constant is not None else None
+    if positions is None:
+        raise AOTUnsupported(f"an in-place write through a view made by {name} cannot be "
+                             "functionalized")
+    flat = positions.reshape(-1)
+    if np.unique(flat).size != flat.size:
+        raise AOTUnsupported(f"an in-place write through a view made by {name} whose "
+                             "elements share memory")
+    from ...ops.shape import contiguous_format
+
+    def flattened(node):
+        node = emit(aten.clone.default, (node, contiguous_format))
+        return emit(aten.view.default, (node, [-1]))
+
+    new = emit(aten.index_put.default, (flattened(base_node), [constant(flat)],
+                                        flattened(value_node), False))
+    return emit(aten.view.default, (new, list(parent.shape)))
+
+
 def scatter_into_base(emit, aten, op: OpDef, args: tuple, index, parent, base_node,
-                      value_node):
+                      value_node, constant=None):
     """The node of `parent`'s new value after its view `op(parent, *args)[index]` was given
-    the value `value_node`. `emit(overload, args)` records one op; `aten` is the namespace."""
+    the value `value_node`. `emit(overload, args)` records one op; `aten` is the namespace;
+    `constant(array)`, where given, makes a graph constant (the positions a strided view
+    writes)."""
     name = op.name
     shape = list(parent.shape)
     if name in ("alias",):
         return value_node
+    if name in ("unfold", "as_strided"):
+        return _scatter_strided(emit, aten, constant, name, args, parent, base_node,
+                                value_node)
     if name in ("view", "squeeze", "squeeze.dim", "squeeze.dims", "unsqueeze"):
         # The new value may have any layout: make it contiguous before viewing it back.
         return emit(aten.view.default, (emit(aten.clone.default, (value_node,)), shape))

@@ -249,6 +249,13 @@ def _intermediate_view(tracer: Tracer, o: Tensor, outs: tuple, fakes: list):
     return root, found[1]
 
 
+def _made_anew(tracer: Tracer, o: Tensor) -> bool:
+    """Whether `o` is a decomposed op's result that the decomposition made as a view of its
+    own value (group_norm's final `reshape`): eager's kernel makes a new tensor, no view."""
+    entry = tracer._replays.get(id(o))
+    return entry is not None and entry[1] is o and entry[0] is None
+
+
 def _no_grad_view(o: Tensor) -> bool:
     """Whether output `o` is, as eager makes it, a view made under no_grad of a tensor that
     requires grad: it requires grad but has no history. (A view of such a view made with
@@ -273,8 +280,11 @@ def _output_infos(tracer: Tracer, outs: tuple, fakes: list, bases: list | None =
         if not isinstance(o, Tensor):
             infos.append(OutputInfo(False))
             continue
-        info = OutputInfo(True, requires_grad=o.requires_grad, eager_view=o._base is not None,
-                          no_grad_view=_no_grad_view(o), has_history=o._grad_fn is not None)
+        anew = _made_anew(tracer, o)  # (no view in eager mode, whatever the trace made)
+        info = OutputInfo(True, requires_grad=o.requires_grad,
+                          eager_view=o._base is not None and not anew,
+                          no_grad_view=not anew and _no_grad_view(o),
+                          has_history=o._grad_fn is not None)
         for j in range(k):
             if outs[j] is o:
                 info.same_as = j

@@ -32,7 +32,7 @@ from ...ops.overloads import aten, overload_of
 from ...ops.shape import contiguous_format
 from ..codegen.layout import iterator_order, with_eager_layout
 from ..markers import RECOMPUTE_REGIONS
-from .functionalize import AOTUnsupported, functional_variant, scatter_into_base
+from .functionalize import AOTUnsupported, dense_order, functional_variant, scatter_into_base
 from .traced_float import TracedFloat, plain
 
 
@@ -300,7 +300,7 @@ class Tracer(_dispatch.DispatchMode):
         op, rest, index, parent = recipe
         node = self.node_of(parent)
         if op is not None:
-            node = self.emit(overload_of(op), (node,) + self._map(rest))
+            node = self._view_node(op, parent, node, self._map(rest))
             if index is not None:
                 node = self.emit(operator.getitem, (node, index))
         e[1], e[2] = node, t._vc[0]
@@ -446,7 +446,11 @@ class Tracer(_dispatch.DispatchMode):
             return self._functional_batch_norm(op, args)
         mapped = self._map(args)
         out = self._compute(op, args)
-        self._bind(op, args, out, self.emit(overload_of(op), mapped))
+        if op.view and isinstance(args[0], Tensor):
+            node = self._view_node(op, args[0], mapped[0], mapped[1:])
+        else:
+            node = self.emit(overload_of(op), mapped)
+        self._bind(op, args, out, node)
         return out
 
     def _restore_versions(self, counts: list) -> None:
@@ -672,8 +676,55 @@ class Tracer(_dispatch.DispatchMode):
             op, rest, index, parent = self._recipes[id(child)]
             if op is not None:
                 value = scatter_into_base(self.emit, aten, op, self._map(rest), index, parent,
-                                          chain[k + 1][1], value)
+                                          chain[k + 1][1], value, self._index_constant)
             self._set(parent, value)
+
+    def _index_constant(self, positions: np.ndarray):
+        """A graph constant holding int64 array `positions` (a strided write's targets)."""
+        return self._constant(Tensor._make(np.ascontiguousarray(positions, np.int64),
+                                           _dtype.int64))
+
+    def _view_node(self, op, parent: Tensor, parent_node, rest: tuple):
+        """The node of view `op(parent, *rest)` of `parent`'s value `parent_node`. An
+        `as_strided` view addresses storage, which a graph value need not lay out as eager
+        does (a written tensor's new value is a fresh array): it is made from the values of
+        `parent`, or of the nearest tensor it is a view of, whose elements fill a range of
+        the storage holding every element the view reads, copied contiguously in that
+        tensor's memory order (the storage's order there), the offset counted from its
+        first element. Without one, only an input's own storage (the caller's tensor)
+        serves, and anything else is refused."""
+        if op.name != "as_strided" or not self.functional:
+            return self.emit(overload_of(op), (parent_node,) + tuple(rest))
+        size, stride = [int(n) for n in rest[0]], [int(st) for st in rest[1]]
+        offset = rest[2] if len(rest) > 2 else None
+        first = int(parent.storage_offset()) if offset is None else int(offset)
+        last = first + sum((n - 1) * st for n, st in zip(size, stride))
+        holder, t = None, parent
+        while holder is None:
+            order = dense_order(t)
+            start = int(t.storage_offset())
+            if order is not None and t.numel() > 0 and min(stride, default=0) >= 0 and \
+                    start <= first and (0 in size or last < start + t.numel()):
+                holder = t
+            elif id(t) in self._recipes:
+                t = self._recipes[id(t)][3]
+            else:
+                break
+        if holder is None:
+            if parent_node.op == "placeholder":
+                return self.emit(overload_of(op), (parent_node,) + tuple(rest))
+            raise AOTUnsupported("as_strided reads storage beyond the elements of a value "
+                                 "the graph computes")
+        node = parent_node if holder is parent else self.node_of(holder)
+        if order != list(range(holder.dim())):
+            node = self.emit(aten.permute.default, (node, order))
+        node = self.emit(aten.clone.default, (node, contiguous_format))
+        # (A fresh row-major array, as the code generator reads the metadata: its lowering
+        # of as_strided then addresses the copy's elements.)
+        node.meta["val"] = FakeTensor._make_fake(
+            tuple(holder.shape[d] for d in order), holder.dtype)
+        # (the holder's memory order is now row-major: strides and offset mean the same)
+        return self.emit(overload_of(op), (node, size, stride, first - start))
 
     def record_call(self, fn, args: tuple) -> None:
         """Record a call of Python function `fn` made for its effect (a tensor assertion):

@@ -145,6 +145,12 @@ def with_eager_layout(op, args, out):
     if not like:
         return out
     operands = [t for t in tensors_in(args) if _broadcasts(tuple(t.shape), tuple(out.shape))]
+    if not operands and op.result_order == "operands":
+        # An operand of the result's rank and another shape (glu's halves of its input): its
+        # slices, which the kernel computes from, are in its memory order.
+        operands = [_Ordered(tuple(out.shape), t) for t in tensors_in(args)
+                    if t.dim() == out.dim() and all(
+                        isinstance(n, (int, np.integer)) for n in (*out.shape, *t.stride()))][:1]
     if op.result_order == "iterator":
         strides = iterator_order(out, operands)
     else:
@@ -154,6 +160,23 @@ def with_eager_layout(op, args, out):
     if strides != tuple(out.stride()):
         out._fstrides = strides
     return out
+
+
+class _Ordered:
+    """A stand-in operand of `shape` laid out densely in `like`'s memory order (its strides
+    ranked; ties in dim order), for `k_order_strides`."""
+
+    def __init__(self, shape: tuple, like):
+        self.shape = tuple(int(n) for n in shape)
+        ranked = sorted(range(len(self.shape)), key=lambda d: (-int(like.stride()[d]), d))
+        strides, span = [0] * len(self.shape), 1
+        for d in reversed(ranked):
+            strides[d] = span
+            span *= max(self.shape[d], 1)
+        self._strides = tuple(strides)
+
+    def stride(self) -> tuple:
+        return self._strides
 
 
 def _binary_off_fast_path(op, args, out, operands) -> tuple | None:
