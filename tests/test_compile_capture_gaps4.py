@@ -362,8 +362,10 @@ def test_resumed_frame_builds_its_graph():
     fg._dynamo.reset()
     counters.clear()
     resumed_dynamic_attribute(fg, compiled="eager")
-    # both modules' frames before and after the branch, the recompiles for new sizes
-    assert counters["stats"]["unique_graphs"] >= 6
+    # the frames before and after the branch (the two modules share them: a module's
+    # forward called for real is followed by type and attributes), a recompile for new
+    # sizes
+    assert counters["stats"]["unique_graphs"] >= 3
 
 
 def test_numpy_array_made_in_the_frame_still_breaks():

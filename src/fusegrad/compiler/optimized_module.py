@@ -6,7 +6,7 @@ import copy
 import types
 
 from ..nn import Module
-from ..nn.modules._global_hooks import any_call_hooks
+from ..nn.modules._global_hooks import any_call_hooks, forward_call_hooks_only
 
 
 class OptimizedModule(Module):
@@ -20,14 +20,19 @@ class OptimizedModule(Module):
 
     def forward(self, *args, **kwargs):
         mod = self._orig_mod
-        if mod._backward_hooks or mod._backward_pre_hooks or any_call_hooks():
-            # `mod(...)` would run its full backward hooks or every module's hooks, which
-            # the compiled code does not: run exactly that, eagerly.
+        hooked = any_call_hooks()
+        if mod._backward_hooks or mod._backward_pre_hooks or \
+                hooked and not forward_call_hooks_only():
+            # `mod(...)` would run its full backward hooks or every module's backward (or
+            # keyword, always-called) hooks, which the compiled code does not: run exactly
+            # that, eagerly.
             return mod(*args, **kwargs)
-        if mod._forward_pre_hooks or mod._forward_hooks or "forward" in mod.__dict__:
-            # `mod(...)` runs its forward hooks or an instance's own forward, which the
-            # compiled class forward does not: the whole call is compiled instead (as
-            # PyTorch compiles `_call_impl`), its hooks traced with the forward.
+        if mod._forward_pre_hooks or mod._forward_hooks or "forward" in mod.__dict__ or \
+                hooked:
+            # `mod(...)` runs its forward hooks, every module's forward hooks or an
+            # instance's own forward, which the compiled class forward does not: the whole
+            # call is compiled instead (as PyTorch compiles `_call_impl`), its hooks traced
+            # with the forward (capture guards the global hooks it traced).
             call = self._compiled_call
             if call is None:
                 call = self._compiled_call = self._compiled_forward.with_function(

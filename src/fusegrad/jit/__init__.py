@@ -23,6 +23,7 @@ from ._markers import (
     ignore,
     interface,
     is_scripting,
+    is_tracing,
     script_method,
     unused,
 )

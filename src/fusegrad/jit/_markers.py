@@ -4,6 +4,8 @@ attribute the script compiler reads."""
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from typing import Any, Final, NamedTuple  # noqa: F401  (Final: `fusegrad.jit.Final`)
 
 IGNORE = "_fusegrad_jit_ignore"
@@ -48,6 +50,27 @@ def script_method(fn):
 def is_scripting() -> bool:
     """True in scripted code, False in Python."""
     return False
+
+
+# How many `jit.trace` recordings are running on this thread (a traced function may trace
+# another): `is_tracing` answers for the code they run.
+_TRACE_STATE = threading.local()
+
+
+def is_tracing() -> bool:
+    """True in code that `jit.trace` runs while it records a function, False otherwise
+    (and in scripted code)."""
+    return getattr(_TRACE_STATE, "depth", 0) > 0
+
+
+@contextlib.contextmanager
+def recording():
+    """The block records a trace: `is_tracing()` answers True inside it."""
+    _TRACE_STATE.depth = getattr(_TRACE_STATE, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _TRACE_STATE.depth -= 1
 
 
 def annotate(the_type: Any, the_value: Any) -> Any:

@@ -20,6 +20,7 @@ import sys
 import warnings
 
 from ..ops.surface import RANDOM, has_flag
+from ._markers import recording
 from ._script import UNIT, Method, RecursiveScriptModule, ScriptFunction, ScriptModule
 
 
@@ -238,22 +239,23 @@ def _record_trace(func, example_inputs=None, check_trace=True, check_inputs=None
         warnings.warn(_DEPRECATED.format("trace_method"), DeprecationWarning, stacklevel=1)
     args = _example_args(func, example_inputs, example_kwarg_inputs)
     symbolic = True
-    try:
-        traced = symbolic_trace(func)
-        _fix_modes(traced)
-    except (TraceError, NotImplementedError, TypeError, AttributeError,
-            NameError) as symbolic_error:  # (NameError: a module's method other than forward)
-        symbolic = False
+    with recording():  # (the traced code sees `jit.is_tracing()` True, as PyTorch's tracer)
         try:
-            traced = _trace_by_running(func, args)
-        except Exception:
+            traced = symbolic_trace(func)
+            _fix_modes(traced)
+        except (TraceError, NotImplementedError, TypeError, AttributeError,
+                NameError) as symbolic_error:  # (NameError: a module's method, not forward)
+            symbolic = False
             try:
-                traced = _trace_by_recording(func, args)
-            except Exception as e:
-                raise RuntimeError(
-                    f"fusegrad.jit.trace could not trace {_name(func)}: symbolic tracing "
-                    f"failed ({symbolic_error}) and so did recording a run on the example "
-                    f"inputs ({e})") from e
+                traced = _trace_by_running(func, args)
+            except Exception:
+                try:
+                    traced = _trace_by_recording(func, args)
+                except Exception as e:
+                    raise RuntimeError(
+                        f"fusegrad.jit.trace could not trace {_name(func)}: symbolic tracing "
+                        f"failed ({symbolic_error}) and so did recording a run on the "
+                        f"example inputs ({e})") from e
     if check_trace:
         # PyTorch checks by tracing again, which warns again
         again = "trace_method" if hasattr(func, "named_parameters") else "trace"

@@ -138,6 +138,10 @@ class GraphBuilder:
         # (objects.py `follow_outside`).
         self.follow_objects = False
         self.followed: list = []  # (variable, real object) of the objects followed
+        # `(source, module) -> bool`: whether the frame has seen other modules of that class
+        # at `source` (one method called on several instances): such a module is followed
+        # by its type and attributes too, not guarded by identity (None: never).
+        self.varying_modules = None
         # id -> dict from outside that a recorded store assigns an item of: reading it
         # again in this graph would miss the item (it is set after the graph ran).
         self.written_dicts: dict = {}
@@ -400,9 +404,11 @@ class GraphBuilder:
                             f"{self.guards.ref(types.GeneratorType, 'generator')}")
             return OutsideIteratorVariable(types.GeneratorType, source)
         if self.follow_objects:
-            from .objects import follow_outside
+            from .objects import follow_outside, is_layer_class
 
-            followed = follow_outside(self, value, source)
+            varied = self.varying_modules is not None and is_layer_class(type(value)) and \
+                self.varying_modules(source, value)
+            followed = follow_outside(self, value, source, varied=varied)
             if followed is not None:
                 return followed
         self.guards.constant(source, value)
@@ -663,6 +669,20 @@ class GraphBuilder:
         self.created.append(self.graph.call_function(exit_autocast, ()))
         exit_autocast()
 
+    def enter_sdpa_kernel(self, switches: tuple) -> SdpaExitVariable:
+        """Set the attention switches of a `with sdpa_kernel(...)` block (`switches`: pairs
+        of switch name and value) here in the graph, and now, for the fake calls that
+        follow; returns the variable of the block's `__exit__`."""
+        self.created.append(self.graph.call_function(sdpa_kernel_enter, (switches,)))
+        sdpa_kernel_enter(switches)
+        return SdpaExitVariable()
+
+    def exit_sdpa_kernel(self) -> None:
+        """Restore the switches the innermost `with sdpa_kernel(...)` block found (in the
+        graph and now)."""
+        self.created.append(self.graph.call_function(sdpa_kernel_exit, ()))
+        sdpa_kernel_exit()
+
     def recompute_region(self, enter: bool) -> None:
         """Enter (or leave) a region whose ops the backward recomputes (a checkpointed
         function's), here in the graph: nothing changes while translating."""
@@ -782,6 +802,89 @@ def exit_autocast() -> None:
 
 enter_autocast.side_effect = True  # dead-code elimination keeps them
 exit_autocast.side_effect = True
+
+
+class _SdpaBlocks(threading.local):
+    """The attention switches each `with sdpa_kernel(...)` block a graph entered found (to
+    restore on its exit), innermost last."""
+
+    def __init__(self):
+        self.stack: list = []
+
+
+_sdpa_blocks = _SdpaBlocks()
+
+
+def _sdpa_switches() -> dict:
+    """The attention switches `scaled_dot_product_attention` reads (`backends.cuda`)."""
+    from ...backends import cuda
+
+    return cuda._sdp
+
+
+@has_side_effect
+def sdpa_kernel_enter(switches: tuple) -> None:
+    """Graph node target: a `with sdpa_kernel(...)` block's entry (`switches`: pairs of
+    switch name and value), as PyTorch's graph sets the attention backends."""
+    table = _sdpa_switches()
+    _sdpa_blocks.stack.append(dict(table))
+    table.update(switches)
+
+
+@has_side_effect
+def sdpa_kernel_exit() -> None:
+    """Graph node target: a `with sdpa_kernel(...)` block's exit (the switches restored)."""
+    _sdpa_switches().update(_sdpa_blocks.stack.pop())
+
+
+sdpa_kernel_enter.side_effect = True  # dead-code elimination keeps them
+sdpa_kernel_exit.side_effect = True
+
+
+def sdpa_state() -> tuple:
+    """The attention switches and the blocks graphs entered (to undo a graph that raised
+    inside a block, or a translation that stopped in one)."""
+    return dict(_sdpa_switches()), len(_sdpa_blocks.stack)
+
+
+def restore_sdpa(state: tuple) -> None:
+    """Undo what happened to the attention switches since `sdpa_state()` gave `state`."""
+    del _sdpa_blocks.stack[state[1]:]
+    _sdpa_switches().update(state[0])
+
+
+class SdpaKernelContext:
+    """The context manager `sdpa_kernel(backends)` gives in captured code, for the switches
+    `switches` (pairs of switch name and value): the graph enters its block
+    (`GraphBuilder.enter_sdpa_kernel`); code run for real (after a graph break) enters it
+    as it would enter PyTorch's."""
+
+    __slots__ = ("switches",)
+
+    def __init__(self, switches: tuple):
+        self.switches = switches
+
+    def __enter__(self) -> dict:
+        sdpa_kernel_enter(self.switches)
+        return {}
+
+    def __exit__(self, *exc) -> bool:
+        sdpa_kernel_exit()
+        return False
+
+
+class SdpaExitVariable(Variable):
+    """The `__exit__` of a `with sdpa_kernel(...)` block the graph entered: calling it (or an
+    exception leaving the block) restores the switches, in the graph. It cannot be rebuilt
+    at a graph break (the frame then runs eagerly from the segment's start)."""
+
+    __slots__ = ()
+
+    def __init__(self):
+        super().__init__(None)
+
+    def python_type(self) -> type:
+        return object
 
 
 def autocast_depth() -> int:

@@ -45,7 +45,7 @@ from ...ops.surface import (
 )
 from ..markers import COMPILE_TIME_ANSWERS
 from . import reasons
-from .builder import holds_symbol
+from .builder import SdpaExitVariable, SdpaKernelContext, holds_symbol
 from .control_flow import call_cond, is_cond
 from .custom_function import call_function_apply, is_function_apply
 from .exceptions import make_exception
@@ -54,6 +54,7 @@ from .functional_call import call_functional, is_functional_call
 from .guards import _is_plain_data, array_tensor
 from .objects import (
     FOLLOWED_PACKAGES,
+    _module_class,
     call_object,
     call_object_slot,
     construct,
@@ -330,6 +331,13 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
         if is_generator_expression(fn.code) and not kwargs:
             return GeneratorVariable(_nested_proto(tr, fn), args, tuple(fn.closure))
         return inline_nested(tr, fn, args, kwargs)
+    if isinstance(fn, BoundFunctionVariable) and isinstance(fn.obj, ObjectVariable) and \
+            fn.obj.source is not None and not args and not kwargs and \
+            getattr(fn.func, "__name__", None) in _MODULE_LISTINGS and \
+            getattr(_module_class(), fn.func.__name__, None) is fn.func:
+        # A listing of a module from outside followed by its attributes: read now, as a
+        # module's (Module's generator methods are not translated).
+        return _followed_listing(tr, fn.obj, fn.func.__name__)
     if isinstance(fn, BoundFunctionVariable):  # a method found through super()
         if isinstance(fn.obj, TupleVariable) and fn.obj.cls is not None and \
                 getattr(fn.func, "__code__", None) is _NAMEDTUPLE_REPLACE:
@@ -339,6 +347,9 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
         return call_variable(tr, fn.func, fn.args + args, {**fn.kwargs, **kwargs})
     if isinstance(fn, AutocastExitVariable):  # leaving a `with autocast()` block
         tr.builder.exit_autocast()
+        return ConstantVariable(None)
+    if isinstance(fn, SdpaExitVariable):  # leaving a `with sdpa_kernel(...)` block
+        tr.builder.exit_sdpa_kernel()
         return ConstantVariable(None)
     if isinstance(fn, GradModeVariable) and fn.exit is not None:  # leaving a with block
         tr.builder.set_grad_enabled(fn.exit)
@@ -436,6 +447,9 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
         return _evaluate(tr, f, args, kwargs)  # a shape, a dtype's limits: plain values
     if f is next and args and isinstance(args[0], LazyIteratorVariable) and not kwargs:
         return _next_of_generator(tr, args[0], args[1:])
+    if f is next and 1 <= len(args) <= 2 and type(args[0]) is IteratorVariable and \
+            not kwargs:
+        return _next_item(args[0], args[1:])
     if f is _autocast_class():
         return _make_autocast(tr, f, args, kwargs)
     if f is _checkpoint_function() and args:
@@ -534,6 +548,53 @@ def _constant_queries() -> tuple:
 
 
 @functools.cache
+def _is_tracing():
+    """`jit.is_tracing` (imported on first use: jit imports the compiler's package)."""
+    from ... import jit
+
+    return jit.is_tracing
+
+
+@functools.cache
+def _sdpa_kernel():
+    """`nn.attention.sdpa_kernel` (imported on first use: nn imports the compiler)."""
+    from ...nn import attention
+
+    return attention.sdpa_kernel
+
+
+def _sdpa_kernel_context(args: list, kwargs: dict) -> Variable | None:
+    """`sdpa_kernel(backends, set_priority=False)` of constant backends: a context manager
+    whose block sets the attention switches in the graph, as Dynamo keeps the block in its
+    graph; None (the call runs for real) for anything else (a wrong argument's error)."""
+    from ...nn import attention
+
+    names = ("backends", "set_priority")
+    if len(args) > 2 or any(k not in names for k in kwargs) or \
+            any(names[i] in kwargs for i in range(len(args))):
+        return None
+    bound = dict(zip(names, args), **kwargs)
+    if "backends" not in bound:
+        return None
+    backends = bound["backends"]
+    if type(backends) is ListVariable and \
+            all(isinstance(v, ConstantVariable) for v in backends.items):
+        chosen = [v.value for v in backends.items]
+    elif isinstance(backends, ConstantVariable) and \
+            isinstance(backends.value, attention.SDPBackend):
+        chosen = [backends.value]
+    else:
+        return None
+    priority = bound.get("set_priority", ConstantVariable(False))
+    if not isinstance(priority, ConstantVariable) or \
+            not all(isinstance(b, attention.SDPBackend) for b in chosen):
+        return None
+    switches = tuple((switch, backend in chosen)
+                     for backend, switch in attention._SWITCHES.items())
+    return ConstantVariable(SdpaKernelContext(switches))
+
+
+@functools.cache
 def _made_now() -> tuple:
     """The library classes whose instances are plain values made while translating: a
     profiler label (left out of compiled code, as Dynamo ignores it) and a device (a
@@ -555,6 +616,15 @@ def _library_call(tr, f, args: list, kwargs: dict) -> Variable | None:
     for query, answer in _constant_queries():  # (by identity: a user's __eq__ never runs)
         if f is query and not args and not kwargs:
             return ConstantVariable(answer)
+    if f is _sdpa_kernel():
+        return _sdpa_kernel_context(args, kwargs)
+    if f is _is_tracing() and not args and not kwargs:
+        # Folded to its answer now (False, unless a `jit.trace` recording runs the compiled
+        # code), guarded so that a call under the other answer captures again.
+        answer = f()
+        guards = tr.builder.guards
+        guards.add(f"{guards.ref(f, 'is_tracing')}() is {answer}")
+        return ConstantVariable(answer)
     if isinstance(f, functools._lru_cache_wrapper) and \
             isinstance(getattr(f, "__wrapped__", None), types.FunctionType) and \
             _is_user_function(f.__wrapped__):
@@ -565,6 +635,14 @@ def _library_call(tr, f, args: list, kwargs: dict) -> Variable | None:
         factory = args[0] if args else ConstantVariable(None)
         if isinstance(factory, ConstantVariable) and factory.source is None and \
                 any(factory.value is c for c in _PLAIN_FACTORIES):
+            return DefaultDictVariable(factory)
+        if isinstance(factory, NestedFunctionVariable) and not is_generator_expression(
+                factory.code) or isinstance(factory, ConstantVariable) and \
+                isinstance(factory.value, types.FunctionType) and \
+                _is_user_function(factory.value):
+            # A function of the program (a lambda made here, a def read from outside, its
+            # identity guarded): a missing key's value is its call, inlined, as Dynamo traces
+            # the factory.
             return DefaultDictVariable(factory)
         return None
     if f is from_numpy and len(args) == 1 and not kwargs and _shared_array(args[0]):
@@ -778,6 +856,38 @@ def _next_of_generator(tr, gen: LazyIteratorVariable, default: list) -> Variable
     raise Unsupported("next() of an empty generator (StopIteration)")
 
 
+def _outside_setdefault(tr, obj: DictVariable, args: list) -> Variable:
+    """`d.setdefault(key[, default])` of a dict read from the frame (its keys guarded): the
+    item if the dict has the key, else the default, stored after the graph as `d[key] =
+    default` is (`_store_outside_item`), the same object the graph goes on using."""
+    real = tr.builder.container_objects.get(id(obj))
+    if type(obj) is not DictVariable or real is None or real[0] is not obj or \
+            type(real[1]) is not dict:
+        raise Unsupported("dict.setdefault of a dict from outside the graph")
+    key = tr.as_python(args[0])
+    try:
+        if key in obj.items:
+            return obj.items[key]
+    except TypeError:  # unhashable: the real call raises it
+        raise Unsupported("dict.setdefault of an unhashable key") from None
+    default = args[1] if len(args) > 1 else ConstantVariable(None)
+    tr._store_outside_item(obj, args[0], default, real[1])
+    return default
+
+
+def _next_item(it: IteratorVariable, default: list) -> Variable:
+    """`next(it[, default])` of an iterator over known items (a list's, a module listing's
+    `children()`): its next item, else the default."""
+    if it.watch is not None and len(it.watch[0].items) != it.watch[1]:
+        raise Unsupported("next() of an iterator over a resized dict or set")
+    if it.index < len(it.items):
+        it.index += 1
+        return it.items[it.index - 1]
+    if default:
+        return default[0]
+    raise Unsupported("next() of an exhausted iterator (StopIteration)")
+
+
 def _guard_name(tr, fn: ConstantVariable) -> str:
     """How guards read the object `fn` holds: its source, else a reference to it."""
     return tr.source_of(fn) or tr.builder.guards.ref(fn.value)
@@ -939,18 +1049,16 @@ _HOOK_TABLES = ("_forward_pre_hooks", "_forward_hooks", "_backward_hooks",
                 "_backward_pre_hooks")
 
 
-def _call_module(tr, fn: ConstantVariable, args, kwargs) -> Variable:
+def _call_module(tr, fn: Variable, args, kwargs, real=None) -> Variable:
     """`module(*args)`: inline what `Module.__call__` runs, its `forward` (an instance
-    attribute shadows the class's), while the module has no hooks."""
-    mod = fn.value
+    attribute shadows the class's), between its hooks. `fn` holds the module, or is the
+    variable of a module from outside followed by its attributes (`real`: the module)."""
+    mod = fn.value if real is None else real
     src = tr.guard_root(fn)
     pre, post = _forward_hooks(mod)
     if (pre or post) and src is None:
         raise Unsupported("a module with hooks")  # nothing to guard the hooks on
-    if _global_hooks_registered():
-        raise Unsupported("module hooks registered for every module")
-    # A graph that inlined a forward is valid only while no global hook would run around it.
-    tr.builder.guards.add("___no_global_module_hooks()")
+    global_pre, global_post = _global_forward_hooks(tr)
     forward = mod.forward
     if isinstance(forward, types.MethodType) and forward.__self__ is mod:
         func, args = forward.__func__, [fn] + args
@@ -966,24 +1074,54 @@ def _call_module(tr, fn: ConstantVariable, args, kwargs) -> Variable:
                        f"{len(pre)}, ({hooks},))")
         else:
             guards.add(f"___module_call_is({src}, {guards.ref(func)}, {func is not forward})")
-    if not pre and not post:
+    if not pre and not post and not global_pre and not global_post:
         return inline(tr, func, args, kwargs)
     # What Module.__call__ runs around forward: each pre-hook may replace the positional
     # arguments (a non-tuple result becomes a 1-tuple), each hook after may replace the result.
+    # The hooks registered for every module run first, each time.
     inputs = args[1:] if func is not forward else args
-    for key, hook in pre:
-        hook = _hook_variable(tr, hook, f"{src}._forward_pre_hooks[{key!r}]")
+    pre_hooks = global_pre + [_hook_variable(tr, hook, f"{src}._forward_pre_hooks[{key!r}]")
+                              for key, hook in pre]
+    post_hooks = global_post + [_hook_variable(tr, hook, f"{src}._forward_hooks[{key!r}]")
+                                for key, hook in post]
+    for hook in pre_hooks:
         res = call_variable(tr, hook, [fn, TupleVariable(list(inputs))], {})
         if not (isinstance(res, ConstantVariable) and res.value is None):
             inputs = list(res.items) if isinstance(res, TupleVariable) else [res]
     result = inline(tr, func, ([fn] if func is not forward else []) + list(inputs), kwargs)
-    for key, hook in post:
-        hook = _hook_variable(tr, hook, f"{src}._forward_hooks[{key!r}]")
+    for hook in post_hooks:
         res = call_variable(tr, hook,
                             [fn, TupleVariable(list(inputs)), result], {})
         if not (isinstance(res, ConstantVariable) and res.value is None):
             result = res
     return result
+
+
+def _global_forward_hooks(tr) -> tuple[list, list]:
+    """The variables of the forward pre-hooks and forward hooks registered for every module
+    (`register_module_forward_pre_hook`/`register_module_forward_hook`), which a module's
+    call runs before its own, as Dynamo traces them; the graph is guarded on the tables
+    holding exactly these (none, usually). Backward hooks, keyword or always-called hooks,
+    and hooks that are not Python functions are a break."""
+    from ...nn.modules import _global_hooks as g
+
+    guards = tr.builder.guards
+    if not g.any_call_hooks():
+        # A graph that inlined a forward is valid only while no global hook would run.
+        guards.add("___no_global_module_hooks()")
+        return [], []
+    if g._global_backward_hooks or g._global_backward_pre_hooks:
+        raise Unsupported("backward hooks registered for every module")
+    if g._global_forward_hooks_with_kwargs or g._global_forward_hooks_always_called:
+        raise Unsupported("keyword or always-called hooks registered for every module")
+    pre = list(g._global_forward_pre_hooks.values())
+    post = list(g._global_forward_hooks.values())
+    if not all(isinstance(h, types.FunctionType) for h in (*pre, *post)):
+        raise Unsupported("a hook registered for every module that is not a function")
+    pre_refs = "".join(f"{guards.ref(h, 'fn')}, " for h in pre)
+    post_refs = "".join(f"{guards.ref(h, 'fn')}, " for h in post)
+    guards.add(f"___global_module_hooks_are(({pre_refs}), ({post_refs}))")
+    return [ConstantVariable(h) for h in pre], [ConstantVariable(h) for h in post]
 
 
 def _forward_hooks(mod) -> tuple[list, list]:
@@ -1573,6 +1711,8 @@ def _call_method(tr, fn: MethodVariable, args, kwargs) -> Variable:
             return obj.items.get(key, args[1] if len(args) > 1 else ConstantVariable(None))
         if name in ("__setitem__", "update", "setdefault", "pop") and obj.source is None:
             return _local_dict_method(tr, obj, name, args, kwargs)
+        if name == "setdefault" and 1 <= len(args) <= 2 and not kwargs:
+            return _outside_setdefault(tr, obj, args)
         raise Unsupported(f"dict.{name}")
     if isinstance(obj, TupleVariable):
         return _evaluate(tr, getattr(tr.as_python(obj), name), args, kwargs)
@@ -1837,6 +1977,33 @@ _TENSOR_LISTINGS = {"parameters": "named_parameters", "named_parameters": "named
                     "buffers": "named_buffers", "named_buffers": "named_buffers"}
 _MODULE_LISTINGS = {"children", "named_children", "modules", "named_modules"} | set(
     _TENSOR_LISTINGS)
+
+
+def _followed_listing(tr, obj: ObjectVariable, name: str) -> Variable:
+    """`name()` (one of `_MODULE_LISTINGS`) of a module from outside followed by its type and
+    attributes (`objects.follow_outside`): the names listed are guarded, and each submodule
+    or tensor is read through its path from the module (`L['self']._modules['a']`,
+    `get_parameter('a.weight')`), so that the graph serves every module of that layout."""
+    from .variables import IteratorVariable
+
+    real = next(r for v, r in tr.builder.followed if v is obj)
+    src, builder = obj.source, tr.builder
+    named = _TENSOR_LISTINGS.get(name) or {"children": "named_children",
+                                           "modules": "named_modules"}.get(name, name)
+    listed = list(getattr(real, named)())
+    names = [n for n, _ in listed]
+    builder.guards.add(f"[n for n, _ in {src}.{named}()] == {names!r}")
+    if name in _TENSOR_LISTINGS:
+        getter = "get_buffer" if "buffers" in name else "get_parameter"
+        values = [builder.wrap(t, f"{src}.{getter}({n!r})") for n, t in listed]
+    else:  # (a dotted name is a path of children; "" is the module itself)
+        values = [builder.wrap(m, src + "".join(f"._modules[{p!r}]"
+                                                for p in (n.split(".") if n else ())))
+                  for n, m in listed]
+    if name.startswith("named_"):
+        return IteratorVariable([TupleVariable([ConstantVariable(n), v])
+                                 for n, v in zip(names, values)])
+    return IteratorVariable(values)
 
 
 def inline_nested(tr: Translator, fn: NestedFunctionVariable, args, kwargs) -> Variable:

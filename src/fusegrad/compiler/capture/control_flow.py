@@ -8,10 +8,8 @@ dtypes, or a tuple of such), then erased, and one node calls `cond` itself with 
 functions, so the branch the value picks runs when the graph runs. The node's result has the
 true branch's geometry (its strides known where both branches agree).
 
-Run eagerly (the "eager" backend) that is eager's call. AOT autograd cannot trace it: `cond`
-reads `pred`'s value, so it runs such a graph eagerly (a fallback it logs); tracing it would
-need both branches traced into subgraphs of one higher-order node, each branch's joint graph
-for the backward, and the code generator's support for a node choosing between subgraphs.
+Run eagerly (the "eager" backend) that is eager's call. AOT autograd, whose predicate is
+fake, traces both branches and selects each result by it (`compiler/aot/control_flow.py`).
 """
 
 from __future__ import annotations

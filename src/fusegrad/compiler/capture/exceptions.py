@@ -22,11 +22,13 @@ import dis
 import types
 import weakref
 
+from .builder import SdpaExitVariable, SdpaKernelContext
 from .guards import _is_plain_data
 from .variables import (
     AutocastExitVariable,
     BoundFunctionVariable,
     ConstantVariable,
+    DictVariable,
     GradExit,
     GradModeVariable,
     ObjectVariable,
@@ -206,7 +208,8 @@ class ExceptionOpcodes:
         if [i.opname for i in self.insts[k:k + 2]] == ["PUSH_EXC_INFO", "WITH_EXCEPT_START"] \
                 and 0 < depth <= len(self.stack):
             below = self.stack[depth - 1]
-            if isinstance(below, (GradModeVariable, AutocastExitVariable)) or (
+            if isinstance(below, (GradModeVariable, AutocastExitVariable,
+                                  SdpaExitVariable)) or (
                     isinstance(below, ConstantVariable) and isinstance(below.value, GradExit)):
                 return False
         return True
@@ -327,6 +330,10 @@ class ExceptionOpcodes:
             self.push(ConstantVariable(ignored_region_exit))
             self.push(cm)  # what record_function.__enter__ returns: the object itself
             return
+        if isinstance(cm, ConstantVariable) and type(cm.value) is SdpaKernelContext:
+            self.push(self.builder.enter_sdpa_kernel(cm.value.switches))  # the __exit__
+            self.push(DictVariable({}))  # what the block's `as` target gets
+            return
         if isinstance(cm, ConstantVariable) and type(cm.value) is _autocast_class():
             self.push(self.builder.enter_autocast(cm.value))  # the region's __exit__
             self.push(cm)  # what autocast.__enter__ returns: the object itself
@@ -347,6 +354,10 @@ class ExceptionOpcodes:
             return
         if isinstance(exit_fn, GradModeVariable):  # a grad-mode block: restore the mode
             self.builder.set_grad_enabled(exit_fn.exit)
+            self.push(ConstantVariable(False))
+            return
+        if isinstance(exit_fn, SdpaExitVariable):  # restore the attention switches
+            self.builder.exit_sdpa_kernel()
             self.push(ConstantVariable(False))
             return
         value = exc.value

@@ -390,6 +390,24 @@ def _no_global_module_hooks() -> bool:
     return not any_call_hooks()
 
 
+def _global_module_hooks_are(pre: tuple, post: tuple) -> bool:
+    """The hooks registered for every module are exactly forward pre-hooks `pre` and
+    forward hooks `post`, in order (and no other kind)."""
+    from ...nn.modules import _global_hooks as g
+
+    return not (g._global_backward_hooks or g._global_backward_pre_hooks or
+                g._global_forward_hooks_with_kwargs or
+                g._global_forward_hooks_always_called) and \
+        _same_objects(g._global_forward_pre_hooks.values(), pre) and \
+        _same_objects(g._global_forward_hooks.values(), post)
+
+
+def _same_objects(values, objects: tuple) -> bool:
+    """Whether `values` are `objects`, by identity and in order."""
+    values = list(values)
+    return len(values) == len(objects) and all(a is b for a, b in zip(values, objects))
+
+
 def array_tensor(array, call: int = 0):
     """`from_numpy(array)` read as a graph input: the tensor sharing the array's memory, made
     afresh on each call as eager makes it (only of a writable array: another is copied with
@@ -412,6 +430,7 @@ def _helpers() -> dict:
             "___copysign": math.copysign, "math": math,  # (`math.sqrt(L['v'])` of a SymFloat)
             "___same_data": _same_data, "___distinct_storage": _distinct_storage,
             "___no_global_module_hooks": _no_global_module_hooks,
+            "___global_module_hooks_are": _global_module_hooks_are,
             "___from_numpy": array_tensor}
 
 

@@ -9,8 +9,12 @@ and not once per backward, so, as Dynamo does, the capture first speculates it: 
 translated on a stand-in gradient and must assign nothing outside itself, write into no
 tensor from outside, need no graph break (printing, reading values), and return None or a
 tensor of the gradient's shape and dtype; what it recorded is erased. A hook that fails runs
-for real (a graph break), as does one on a graph input (its gradient comes from outside the
-graph too), on a view, or one whose handle the program keeps (`handle.remove()`).
+for real (a graph break), as does one on a view, or one whose handle the program keeps
+(`handle.remove()`).
+
+A hook on a graph input that requires grad (its gradient also comes from outside the graph)
+is not traced: it is registered on the real tensor after the graph ran, as Dynamo replays
+the registration, and runs in the backward as eager's does (`_register_on_input`).
 """
 
 from __future__ import annotations
@@ -143,6 +147,9 @@ def register_hook(tr, t: TensorVariable, args: list, kwargs: dict) -> Variable:
     if kwargs or len(args) != 1:
         raise Unsupported("Tensor.register_hook() with other arguments")
     example = t.example
+    if t.node is not None and t.node.op == "placeholder" and t.source is not None and \
+            example.requires_grad:
+        return _register_on_input(tr, t, args[0])
     if t.node is None or t.node.op == "placeholder" or t.source is not None:
         raise Unsupported("Tensor.register_hook() on a graph input (its gradient also "
                           "comes from outside the graph)")
@@ -160,6 +167,39 @@ def register_hook(tr, t: TensorVariable, args: list, kwargs: dict) -> Variable:
     tr.builder.created.append(node)
     node.meta["example_value"] = example
     return HookHandleVariable()
+
+
+class HookRegistration:
+    """The name of a recorded store that registers a hook on a graph input
+    (`GraphBuilder.stores`): replayed after the graph as `tensor.register_hook(fn)`."""
+
+    __slots__ = ()
+
+
+def _register_on_input(tr, t: TensorVariable, fn: Variable) -> Variable:
+    """`x.register_hook(fn)` of a graph input `x` that requires grad: registered on the real
+    tensor after the graph ran (as Dynamo replays it), so the hook runs in the backward as
+    eager's does, on the whole gradient that reaches `x`, its body never traced. An
+    in-place op in the graph (before or after, which eager orders around the registration)
+    is a break, and so is a hook function made in the frame whose closure holds more than
+    constants (it cannot be made again after the graph)."""
+    builder = tr.builder
+    if builder.mutated:
+        raise Unsupported("Tensor.register_hook() on a graph input after an in-place op")
+    if isinstance(fn, NestedFunctionVariable):
+        hook = ConstantVariable(real_function(tr, fn))
+    elif isinstance(fn, ConstantVariable) and callable(fn.value):
+        hook = fn  # (the real object, guarded where it was read)
+    else:
+        raise Unsupported("Tensor.register_hook() of a callable the capture cannot rebuild")
+    real = builder.input_values[t.source]
+    builder.stores.append((real, HookRegistration(), hook, t.source))
+    return HookHandleVariable()
+
+
+def registers_hooks(stores: list) -> bool:
+    """Whether recorded stores register hooks on graph inputs."""
+    return any(type(name) is HookRegistration for _, name, _, _ in stores)
 
 
 class HookHandleVariable(Variable):

@@ -32,7 +32,11 @@ tables are empty and no global hook exists (guarded). A `Parameter(...)` made in
 (`nn.Linear(4, 4)`) is a break, as in Dynamo: the module is then made for real. A module
 made either way and live at a break is followed after it by its type and attributes
 (`_MADE_LAYERS`), its parameters read as inputs through `_parameters`, since it is new on
-every call.
+every call. So is a module from outside that a frame sees several instances of at one
+source (`varied`: a method compiled once and called on each layer of a model, the `self` of
+a module's forward called for real after a break), with the modules reached through it:
+the instances share graphs, and what the graph read of them (an int attribute, a child's
+type, the names its listings gave) is guarded.
 
 Only classes whose instances are their `__dict__` or slots (and dict items) plus their
 class's attributes are followed: written in Python over `object`, `dict` or `OrderedDict`,
@@ -264,6 +268,13 @@ def _module_table_entry(obj: ObjectVariable, name: str) -> Variable | None:
     for store in ("_parameters", "_buffers", "_modules"):
         if store not in obj.items:
             continue
+        if isinstance(obj.items, _OutsideAttrs) and not dict.__contains__(obj.items, store):
+            # The real table's one entry, read through its source (the key's presence
+            # guarded): reading the whole table made every parameter an input, guarded.
+            found = obj.items.table_entry(store, name)
+            if found is _MISSING:
+                continue
+            return found
         table = obj.items[store]
         if not isinstance(table, DictVariable) or table.source is None:
             raise Unsupported(f"the {store} of a {obj.cls.__name__} that is not a dict")
@@ -465,7 +476,22 @@ def _write_layer_attr(tr, obj: ObjectVariable, name: str, value: Variable) -> No
     `self.calls += 1`): what `Module.__setattr__` does for a plain value that names no
     parameter, buffer or child (their tables' keys are guarded), object's assignment,
     replayed on the real module after the graph. (Its Python reads `self.__dict__`, which
-    such an object does not give.) Tensors and modules, which it may register, break."""
+    such an object does not give.) A tensor the graph computed (or a plain tensor input) is
+    such a value too, and the in-place result of a parameter or buffer stored back under its
+    name (`self.steps += 1`) changes nothing; parameters and modules, which it registers,
+    break."""
+    from .variables import TensorVariable
+
+    if isinstance(value, TensorVariable):
+        entry = _module_table_entry(obj, name)
+        if isinstance(entry, TensorVariable) and entry.node is not None and \
+                value.node is not None and tr.builder.same_tensor(value.node, entry.node):
+            return  # (the in-place op already changed the registered tensor)
+        real = tr.builder.input_values.get(value.source) if value.source else None
+        if entry is None and value.node is not None and (
+                value.node.op != "placeholder" or type(real) is _tensor_class()):
+            write_attr(tr, obj, name, value)
+            return
     if not isinstance(value, ConstantVariable) or \
             isinstance(value.value, (_module_class(), _tensor_class())) or \
             _module_table_entry(obj, name) is not None:
@@ -539,6 +565,21 @@ class _OutsideAttrs(dict):
                                 f"{self.source}.__dict__")
         return present
 
+    def table_entry(self, store: str, name: str):
+        """The entry `name` of the real object's table `store` (a module's `_parameters`,
+        `_buffers` or `_modules`, a dict: guarded), wrapped through its source, its
+        presence guarded; `_MISSING` where the table lacks it."""
+        table = self.real.__dict__[store]
+        if type(table) is not dict:
+            raise Unsupported(f"the {store} of a {type(self.real).__name__} that is not a dict")
+        source, guards = f"{self.source}.{store}", self.builder.guards
+        guards.add(f"type({source}) is dict")
+        if name not in table:
+            guards.add(f"{name!r} not in {source}")
+            return _MISSING
+        guards.add(f"{name!r} in {source}")
+        return self.builder.wrap(table[name], f"{source}[{name!r}]")
+
     def __getitem__(self, name):
         self._check_table()
         if not dict.__contains__(self, name) and (slot := self._slot(name)) is not None:
@@ -555,15 +596,17 @@ class _OutsideAttrs(dict):
         return dict.__getitem__(self, name)
 
 
-def follow_outside(builder, value, source: str,
-                   truth_ok: bool = False) -> ObjectVariable | None:
+def follow_outside(builder, value, source: str, truth_ok: bool = False,
+                   varied: bool = False) -> ObjectVariable | None:
     """An object variable for `value`, an instance of a plain class (see `constructible`;
     not a dict subclass) read from `source` at a resume point, guarded by its type; None for
     any other value. One real object is one variable: its other sources are guarded to be
     it, and distinct objects to stay distinct (a write through one must show through the
-    other only when eager's would)."""
+    other only when eager's would). A module is followed where the program made it
+    (`_MADE_LAYERS`) or where `varied` says the frame sees several instances there."""
     cls = type(value)
-    if not constructible(cls, truth_ok, layer=is_layer_class(cls) and value in _MADE_LAYERS) or \
+    layer = is_layer_class(cls) and (varied or value in _MADE_LAYERS)
+    if not constructible(cls, truth_ok, layer=layer) or \
             _mapping_base(cls) is not None or (
             any("__slots__" in vars(k) for k in cls.__mro__) and
             _owner(cls, "__getattr__")[1] is not _MISSING):  # (a slot's guard is `hasattr`)
@@ -665,7 +708,8 @@ def call_object(tr, obj: ObjectVariable, args: list, kwargs: dict) -> Variable:
     """`obj(*args)`: its class's `__call__`, inlined."""
     _, raw = _owner(obj.cls, "__call__")
     _guard_class_attr(tr, obj.cls, "__call__", raw)
-    if is_layer_class(obj.cls) and raw is _plain_module_call():
+    if is_layer_class(obj.cls) and (raw is _plain_module_call() or obj.source is not None and
+                                    raw is _module_class()._call_with_global_hooks):
         return _call_layer(tr, obj, args, kwargs)
     if not isinstance(raw, types.FunctionType):
         raise Unsupported(f"calling a {obj.cls.__name__} object")
@@ -689,23 +733,18 @@ def _call_layer(tr, obj: ObjectVariable, args: list, kwargs: dict) -> Variable:
     call gives at the break a failing forward is; translated, it would make every in-place
     op after it a break.)"""
     guards = tr.builder.guards
-    if obj.source is not None:  # made before a break (`follow_outside`): the real tables
-        real = next(r for v, r in tr.builder.followed if v is obj)
-        d = real.__dict__
-        forward = _owner(obj.cls, "forward")[1]
-        if any(d.get(t) for t in _LAYER_HOOK_TABLES) or "forward" in d or \
-                not isinstance(forward, types.FunctionType):
-            raise Unsupported(f"calling a {obj.cls.__name__} with hooks or its own forward")
-        from .guards import _module_call_is
+    if obj.source is not None:  # from outside (`follow_outside`): its real tables
+        from .calls import _call_module
 
-        guards.add(f"{guards.ref(_module_call_is, 'module_call_is')}({obj.source}, "
-                   f"{guards.ref(forward)}, True)")
-    else:
-        for table in _LAYER_HOOK_TABLES:
-            hooks = obj.items.get(table)
-            if not isinstance(hooks, DictVariable) or hooks.items:
-                raise Unsupported(f"calling a {obj.cls.__name__} made in the graph that has "
-                                  "hooks")
+        # (its hooks, and the hooks registered for every module, inlined around forward
+        # as for a module the graph holds as a constant; all of them guarded)
+        real = next(r for v, r in tr.builder.followed if v is obj)
+        return _call_module(tr, obj, args, kwargs, real)
+    for table in _LAYER_HOOK_TABLES:
+        hooks = obj.items.get(table)
+        if not isinstance(hooks, DictVariable) or hooks.items:
+            raise Unsupported(f"calling a {obj.cls.__name__} made in the graph that has "
+                              "hooks")
     guards.add("___no_global_module_hooks()")
     return tr.call(read_attr(tr, obj, "forward"), args, kwargs)
 

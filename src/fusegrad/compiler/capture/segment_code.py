@@ -20,9 +20,19 @@ import types
 from ..._random import get_rng_state, set_rng_state
 from ..._thread_state import local as _thread_local
 from ..._thread_state import set_grad_enabled
-from .builder import autocast_depth, enter_region, leave_regions, reenter_regions, unwind_autocast
+from .builder import (
+    autocast_depth,
+    enter_region,
+    leave_regions,
+    reenter_regions,
+    restore_sdpa,
+    sdpa_kernel_enter,
+    sdpa_state,
+    unwind_autocast,
+)
 from .exceptions import fresh_exception
 from .guards import _has_literal, array_tensor
+from .hooks import HookRegistration
 from .variables import GradExit, ItemKey, replay_set
 
 
@@ -171,22 +181,31 @@ def _switches_grad_mode(graph_module) -> bool:
     return graph is not None and any(n.target is switch for n in graph.nodes)
 
 
+def _switches_sdpa(graph_module) -> bool:
+    """Whether a captured graph sets the attention switches (a `with sdpa_kernel()` block)."""
+    graph = getattr(graph_module, "graph", None)
+    return graph is not None and any(n.target is sdpa_kernel_enter for n in graph.nodes)
+
+
 def grad_mode() -> bool:
     """Segment code: the thread's grad mode."""
     return _thread_local.grad_enabled
 
 
-def graph_state() -> tuple:
-    """Segment code: the grad mode and autocast depth before a protected graph runs."""
-    return _thread_local.grad_enabled, autocast_depth()
+def graph_state(sdpa: bool = False) -> tuple:
+    """Segment code: the grad mode and autocast depth before a protected graph runs, and
+    the attention switches where it sets them (`sdpa`)."""
+    return _thread_local.grad_enabled, autocast_depth(), sdpa_state() if sdpa else None
 
 
 def restore_state(state: tuple, stack: list) -> None:
     """Segment code: undo what a protected graph that raised changed (grad mode, autocast
-    regions it entered) and enter the frame's regions the segment left for it again, so the
-    segment reruns eagerly from where it started."""
+    regions it entered, attention switches) and enter the frame's regions the segment left
+    for it again, so the segment reruns eagerly from where it started."""
     set_grad_enabled(state[0])
     unwind_autocast(state[1])
+    if state[2] is not None:
+        restore_sdpa(state[2])
     reenter_regions(stack)
 
 
@@ -204,10 +223,17 @@ def segment_source(seg, name: str, sources: list, branch: tuple | None,
             # An exception in a try block goes to its handler: if the graph raises, run the
             # segment's code again eagerly (the graph changed no input in place).
             # It starts in the state the segment started in (grad mode, autocast regions).
-            lines += ["    ___rng = ___get_rng()", "    ___state = ___graph_state()",
+            sdpa = _switches_sdpa(seg.graph_module)
+            lines += ["    ___rng = ___get_rng()", f"    ___state = ___graph_state({sdpa})",
                       "    try:", f"        {call}", "    except Exception:",
                       "        ___set_rng(___rng)", "        ___restore_state(___state, S)",
                       f"        return None, ___eager({seg.start}, L, S)"]
+        elif _switches_sdpa(seg.graph_module):
+            # A graph raising inside a `with sdpa_kernel()` block it entered has not run the
+            # block's exit: the switches (and grad mode) go back to what they were.
+            lines += ["    ___state = ___graph_state(True)", "    try:", f"        {call}",
+                      "    except BaseException:", "        ___restore_state(___state, [])",
+                      "        raise"]
         elif _switches_grad_mode(seg.graph_module):
             # A graph raising inside a `with no_grad()` block it entered has not run the
             # block's exit: the mode goes back to what it was when the graph started, as the
@@ -261,7 +287,9 @@ def _stores(seg, consts: dict) -> list[str]:
     if any(raw for *_, raw in seg.stores):
         consts["___object_setattr"] = object.__setattr__
     for i, (_, name, _, raw) in enumerate(seg.stores):
-        if isinstance(name, ItemKey):  # an item of a dict from outside
+        if type(name) is HookRegistration:  # a hook on a graph input
+            lines.append(f"    ___o{i}.register_hook(___v{i})")
+        elif isinstance(name, ItemKey):  # an item of a dict from outside
             lines.append(f"    ___o{i}[{spec_code(('const', name.key), consts)}] = ___v{i}")
         else:
             setter = "___object_setattr" if raw else "setattr"

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 import warnings
+import weakref
 from dataclasses import dataclass, field
 
 from ..._random import get_rng_state, set_rng_state
@@ -34,16 +35,20 @@ from .builder import (
     _INPLACE_OPERATORS,
     AutocastExit,
     GraphBuilder,
+    SdpaExitVariable,
     _has_symbol,
     _mutates,
     autocast_depth,
     enter_autocast,
     holds_symbol,
+    restore_sdpa,
+    sdpa_state,
     unwind_autocast,
 )
 from .dynamic import DynamicPolicy
 from .exceptions import Raised, exception_entries
 from .guards import fast_sizes
+from .hooks import registers_hooks
 from .segment_code import NULL, branch_test, compile_segment, segment_source
 from .symfloat import SymFloat, SymText
 from .translator import Jump, Return, Translator, instructions_of
@@ -113,6 +118,19 @@ class Segment:
     regions: int = 0
 
 
+# The code of functions called for real after a graph break and captured on their own
+# frame (a module's forward that broke while inlined): see `FrameRunner._varying_module`.
+_CALLEE_CODES: weakref.WeakSet = weakref.WeakSet()
+
+
+def _note_callee(f):
+    """`f`, its code remembered in `_CALLEE_CODES` (a function called for real)."""
+    code = getattr(f, "__code__", None)
+    if code is not None:
+        _CALLEE_CODES.add(code)
+    return f
+
+
 class FrameRunner:
     """The segments of one code object under one backend, and how to run them."""
 
@@ -136,6 +154,13 @@ class FrameRunner:
         self.warned = False
         self._state = None  # (translator, builder) while capturing
         self.history = _History()  # (event, detail) for explain and logs
+        # Modules by source (`L['self']`): the first one a capture read there (its class
+        # and a weak reference), and the sources where another instance of its class came
+        # since, followed from then on by type and attributes (`_varying_module`).
+        self.module_seen: dict = {}
+        self.varied_modules: set = set()
+        self._self_source = f"L[{self.code.co_varnames[0]!r}]" if self.code.co_argcount \
+            else None
 
     @property
     def limit(self) -> int:
@@ -143,6 +168,29 @@ class FrameRunner:
         config's)."""
         return self.config.recompile_limit if self.recompile_limit is None else \
             self.recompile_limit
+
+    def _varying_module(self, source: str, module) -> bool:
+        """Whether module `module`, read at `source` by a capture, is one of several
+        instances of its class the frame has seen there (a method compiled once and called
+        on each layer of a model): then it, and the modules read through it, are followed
+        by type and attributes, as Dynamo guards a module, so one graph serves them all.
+        A frame that only ever sees one module keeps its identity guard. The `self` of a
+        module's method called for real after a graph break (each layer of a model calls
+        it) is followed from the first capture."""
+        if source == self._self_source and self.code in _CALLEE_CODES and \
+                getattr(type(module), self.code.co_name, None) is self.fn:
+            self.varied_modules.add(source)
+        if source in self.varied_modules or any(
+                source.startswith((s + ".", s + "[")) for s in self.varied_modules):
+            return True
+        seen = self.module_seen.get(source)
+        if seen is None or seen[1]() is None:
+            self.module_seen[source] = (type(module), weakref.ref(module))
+            return False
+        if seen[1]() is module or seen[0] is not type(module):
+            return False
+        self.varied_modules.add(source)
+        return True
 
     # ---------------------------------------------------------------- running
 
@@ -300,7 +348,8 @@ class FrameRunner:
                         {k: ConstantVariable(v) for k, v in L.items() if not k.startswith("___")},
                         [NullVariable() if v is NULL else ConstantVariable(v) for v in S],
                         start=offset, concrete=True,
-                        callee_wrapper=lambda f: compile_callee(f, self.backend,
+                        callee_wrapper=lambda f: compile_callee(_note_callee(f),
+                                                                self.backend,
                                                                 self.dynamic.dynamic))
         tr.kw_names = kw_names
         return tr
@@ -316,6 +365,7 @@ class FrameRunner:
         regions = autocast_depth()
         self._state = None
         rng = get_rng_state()  # fake random ops must not draw from the real generator
+        sdpa = sdpa_state()  # (a translation that stops in a `with sdpa_kernel()` block)
         logs.counters["frames"]["total"] += 1
         try:
             # The program's saved-tensor hooks (a checkpoint's) see the compiled code's saves
@@ -335,6 +385,7 @@ class FrameRunner:
                 enter_autocast(*args)
             self._state = None
             set_rng_state(rng)
+            restore_sdpa(sdpa)
 
     def _translator_error(self, start: int, error: Exception) -> Segment:
         """The translator failed: report it as the bug it is (a graph break with the line it
@@ -369,6 +420,7 @@ class FrameRunner:
         builder.duck_sizing = self.dynamic.dynamic is True
         builder.fullgraph = self.fullgraph
         builder.follow_objects = True
+        builder.varying_modules = self._varying_module
         if self.fn.__closure__:
             builder.guards.values["___closure"] = self.fn.__closure__
         # The NULL below a callable (the stack at a call after a break) stays a NULL.
@@ -464,6 +516,11 @@ class FrameRunner:
         unwind_autocast(base)
         seg.regions = len(opened)
         try:
+            if registers_hooks(builder.stores) and any(_mutates(n) for n in builder.graph.nodes):
+                # (eager registers the hook before or after the write: the graph's replay
+                # after it would attach it elsewhere)
+                raise Unsupported("Tensor.register_hook() on a graph input in a graph with "
+                                  "an in-place op")
             # (an object followed by its type: its attributes set as object's, since its
             # own __setattr__ already ran in the graph)
             seg.stores = [(target, name, _store_spec(name, v, outputs),
@@ -743,6 +800,9 @@ def _spec_value(v, outputs: _Outputs):
     if isinstance(v, TupleVariable):
         return ("tuple", [_spec(i, outputs) for i in v.items])
     if isinstance(v, DefaultDictVariable):
+        if not isinstance(v.factory, ConstantVariable):
+            raise Unsupported("a defaultdict whose factory was made in the graph, live at a "
+                              "graph break")
         return ("ddict", {k: _spec(i, outputs) for k, i in v.items.items()}, v.factory.value)
     if isinstance(v, OrderedDictVariable):
         return ("odict", {k: _spec(i, outputs) for k, i in v.items.items()})
@@ -793,6 +853,8 @@ def _spec_value(v, outputs: _Outputs):
         return object_spec(v, lambda item: _spec(item, outputs))
     if isinstance(v, AutocastExitVariable):
         raise Unsupported("a graph break inside a with autocast() block")
+    if isinstance(v, SdpaExitVariable):
+        raise Unsupported("a graph break inside a with sdpa_kernel() block")
     if isinstance(v, GradModeVariable) and v.exit is None:
         if v.before is not None:  # `set_grad_enabled(m)` switched the mode as it was made
             raise Unsupported("a set_grad_enabled() object live at a graph break")

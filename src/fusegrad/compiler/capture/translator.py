@@ -871,7 +871,8 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
             self.push(get_item(self, obj, index))
             return
         if isinstance(obj, DefaultDictVariable) and isinstance(index, ConstantVariable) and \
-                obj.factory.value is not None and not holds_symbol(index.value):
+                not (isinstance(obj.factory, ConstantVariable) and obj.factory.value is None) \
+                and not holds_symbol(index.value):
             try:
                 missing = index.value not in obj.items
             except TypeError as e:  # unhashable: the real lookup raises it
@@ -1423,6 +1424,9 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
         if isinstance(v, TupleVariable):
             return tuple(self.as_python(i) for i in v.items)
         if isinstance(v, DefaultDictVariable):
+            if not isinstance(v.factory, ConstantVariable):
+                raise Unsupported("a defaultdict whose factory was made in the graph, read "
+                                  "as a Python value")
             return collections.defaultdict(v.factory.value, ((k, self.as_python(i))
                                                              for k, i in v.items.items()))
         if isinstance(v, DictVariable):
