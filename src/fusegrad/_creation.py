@@ -17,7 +17,7 @@ from . import _random_draws as _draws
 from ._device import cpu as _cpu
 from ._device import device as _device_cls
 from ._device import meta as _META
-from ._scalar_conversion import checked_scalar, half_input
+from ._scalar_conversion import fill_value, half_input
 from ._shapes import FORMAT_ORDERS, format_order, in_memory_order, memory_order, strides_order
 from ._symbolic import size_int
 from ._tensor import (
@@ -632,8 +632,15 @@ def full(size, fill_value, *, out=None, dtype=None, layout=None, device=None,
         fill_value = fill_value.item()
     dt = dtype or _dtype.scalar_dtype(fill_value)
     shape = _sizes((size,))
-    return _factory(shape, dt, requires_grad,
-                    lambda nd: np.full(shape, checked_scalar(fill_value, nd), nd), device=dev)
+    return _factory(shape, dt, requires_grad, lambda nd: _full_array(shape, fill_value, nd),
+                    device=dev)
+
+
+def _full_array(shape: tuple, value, nd: np.dtype) -> np.ndarray:
+    """`shape` filled with `value` converted for NumPy dtype `nd` as PyTorch's fill does."""
+    value = fill_value(value, nd, math.prod(shape))
+    with np.errstate(over="ignore"):
+        return np.full(shape, value, nd)
 
 
 def eye(n: int, m: int | None = None, *, out=None, dtype=None, layout=None, device=None,

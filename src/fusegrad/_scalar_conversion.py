@@ -13,17 +13,32 @@ import math
 
 import numpy as np
 
-# The C++ names PyTorch's scalar conversion prints when a value overflows a dtype, and the
-# largest finite value of each floating dtype narrower than float64.
+# The C++ names PyTorch's scalar conversion prints when a value overflows a dtype.
 _CONVERT_NAMES = {"uint8": "uint8_t", "int8": "int8_t", "int16": "int16_t", "int32": "int",
                   "int64": "int64_t", "float16": "c10::Half", "bfloat16": "c10::BFloat16",
                   "float32": "float"}
-# (Keyed by NumPy's type characters: float16 "e", ml_dtypes' bfloat16 "E", float32 "f". A
-# dtype's `char` is read in nanoseconds, its `name` in a microsecond: fills call these.)
-_FLOAT_MAX = {"e": 65504.0, "E": 3.3895313892515355e38, "f": 3.4028234663852886e38}
+# The largest finite value of each floating dtype met so far, by NumPy's type character
+# (float16 "e", ml_dtypes' bfloat16 "E", float32 "f", float64 "d"). A dtype's `char` is read
+# in nanoseconds, its `name` in a microsecond, `finfo` in several: fills call these.
+_FLOAT_MAX: dict[str, float] = {}
+
+
+def float_max(dt: np.dtype) -> float:
+    """The largest finite value of floating NumPy dtype `dt` (bfloat16's: ml_dtypes')."""
+    top = _FLOAT_MAX.get(dt.char)
+    if top is None:
+        if dt.kind == "f":
+            top = float(np.finfo(dt).max)
+        else:  # (NumPy's finfo knows only its own float types)
+            import ml_dtypes
+
+            top = float(ml_dtypes.finfo(dt).max)
+        _FLOAT_MAX[dt.char] = top
+    return top
 
 
 _HALF_CHARS = ("e", "E")
+_FLOAT32 = np.dtype(np.float32)
 
 
 def half_input(values, dt: np.dtype):
@@ -53,9 +68,9 @@ def checked_scalar(value, dt: np.dtype):
     cls = value.__class__
     if dt.char == "F" and (cls is int or cls is float or cls is complex):
         # complex64: each part within float32's range (NaN and inf convert as they are)
+        top = float_max(_FLOAT32)
         for part in (value.real, value.imag):
-            if part != part or part in (math.inf, -math.inf) or \
-                    -_FLOAT_MAX["f"] <= part <= _FLOAT_MAX["f"]:
+            if part != part or part in (math.inf, -math.inf) or -top <= part <= top:
                 continue
             raise RuntimeError("value cannot be converted to type c10::complex<float> without "
                                "overflow")
@@ -78,7 +93,8 @@ def checked_scalar(value, dt: np.dtype):
         elif info.min <= value <= info.max:  # a float (False for NaN)
             return value
     elif kind == "f" or dt.char == "E":
-        limit = _FLOAT_MAX.get(dt.char)
+        # (float64's own values are all in range)
+        limit = None if dt.char == "d" else float_max(dt)
         if limit is None or -limit <= value <= limit or value != value or \
                 value in (math.inf, -math.inf):
             # float64, NaN and inf convert as they are; a half type's, through float32
@@ -103,3 +119,20 @@ def wrapped_int(value: int, dt) -> int:
     if dt.is_signed and value >> (bits - 1):
         value -= 1 << bits
     return value
+
+
+def fill_value(value, dt: np.dtype, numel: int):
+    """`value` as PyTorch's fill (`fill_`, `full` and their forms) converts it for `numel`
+    elements of NumPy dtype `dt`: `checked_scalar`'s checks, but for a single element (its
+    fast path, which converts through double and float unchecked) a number bound for a
+    half type goes through float32 (past the largest value it is inf)."""
+    if numel == 1 and dt.char in ("e", "E"):
+        cls = value.__class__
+        if cls is complex:  # (checked on its way through double)
+            if value.imag:
+                raise RuntimeError("value cannot be converted to type double without overflow")
+            value, cls = value.real, float
+        if cls is float or cls is int:
+            with np.errstate(over="ignore"):
+                return np.float32(value)
+    return checked_scalar(value, dt)

@@ -19,6 +19,7 @@ import types
 from .._symbolic import SymInt
 from .._tensor import Tensor
 from .._type_names import python_type_name
+from ._signatures import _parse, _resolve
 
 
 def index(value):
@@ -184,3 +185,45 @@ def _with_metadata(copy, fn, wrapped):
         copy.__wrapped__ = wrapped
     copy.with_out = fn
     return copy
+
+
+# ---------------------------------------------------------------- PyTorch's overloads
+
+
+class Overloads:
+    """One function's overloads as PyTorch's messages write them, for a function (`input`
+    first) and for a method, parsed at the first call that needs them."""
+
+    __slots__ = ("_texts", "_parsed")
+
+    def __init__(self, function: tuple, method: tuple) -> None:
+        self._texts = (function, method)
+        self._parsed = None
+
+    def of(self, method: bool) -> tuple:
+        """The overloads of the method (`method`) or of the function, parsed."""
+        if self._parsed is None:
+            self._parsed = tuple(tuple(_parse(t) for t in texts) for texts in self._texts)
+        return self._parsed[method]
+
+
+def parsed(name: str, overloads: Overloads, input, args: tuple, kwargs: dict,
+           method: bool) -> tuple:
+    """(the index of the overload the call fits, its arguments by name), or PyTorch's
+    TypeError for a call that fits none. NumPy's `axis` and `keepdims` stand for `dim` and
+    `keepdim`, as PyTorch's parser reads them."""
+    found = overloads.of(method)
+    given = args if method else (input, *args)
+    if "axis" in kwargs or "keepdims" in kwargs:
+        # (a NumPy name stands for a parameter no other argument fills)
+        filled = {p.name for params in found
+                  for p in [q for q in params if not q.keyword_only][:len(given)]}
+        renamed = {}
+        for k, v in kwargs.items():
+            target = {"axis": "dim", "keepdims": "keepdim"}.get(k, k)
+            if target != k and (target in kwargs or target in filled):
+                raise TypeError(f"{name}() got an unexpected keyword argument '{k}'")
+            renamed[target] = v
+        kwargs = renamed
+    params, bound = _resolve(name, found, given, kwargs)
+    return found.index(params), bound

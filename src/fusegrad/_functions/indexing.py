@@ -25,6 +25,7 @@ from ..ops import scatter as SC
 from ..ops import shape as S
 from ..ops._view_calls import select_first
 from ..ops.views import _expand_shape
+from . import _args
 from .shape import reshape
 
 # ---------------------------------------------------------------- indexing
@@ -454,14 +455,33 @@ def _without_leading_ones(value: Tensor) -> Tensor:
 # ---------------------------------------------------------------- indexing ops
 
 
-def index_select(input, dim, index, *, out=None):
-    """The entries at `index` along `dim`."""
-    return call(X.index_select, input, dim, index)
+_INDEX_SELECT = _args.Overloads(("Tensor input, int dim, Tensor index, *, Tensor out=None",),
+                                ("int dim, Tensor index",))
 
 
-def gather(input, dim, index, *, sparse_grad=False, out=None):
-    """out[i][j] = input[index[i][j]][j] (for dim 0), and so on."""
-    return call(X.gather, input, dim, index)
+def index_select(input, *args, out=None, **kwargs):
+    """The entries at `index` (a tensor) along `dim`."""
+    if len(args) == 2 and not kwargs and args[0].__class__ is int and \
+            isinstance(args[1], Tensor):
+        return call(X.index_select, input, args[0], args[1])
+    bound = _args.parsed("index_select", _INDEX_SELECT, input, args, kwargs,
+                         _args.is_method_copy(locals()))[1]
+    return call(X.index_select, input, bound["dim"], bound["index"])
+
+
+_GATHER = _args.Overloads(
+    ("Tensor input, int dim, Tensor index, *, bool sparse_grad=False, Tensor out=None",),
+    ("int dim, Tensor index, *, bool sparse_grad=False",))
+
+
+def gather(input, *args, out=None, **kwargs):
+    """out[i][j] = input[index[i][j]][j] (for dim 0), and so on: `index` a tensor."""
+    if len(args) == 2 and not kwargs and args[0].__class__ is int and \
+            isinstance(args[1], Tensor):
+        return call(X.gather, input, args[0], args[1])
+    bound = _args.parsed("gather", _GATHER, input, args, kwargs,
+                         _args.is_method_copy(locals()))[1]
+    return call(X.gather, input, bound["dim"], bound["index"])
 
 
 def take_along_dim(input, indices, dim=None, *, out=None):

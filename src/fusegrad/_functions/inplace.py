@@ -7,6 +7,7 @@ from __future__ import annotations
 from .. import _dtype, _shapes
 from .._dispatch import call
 from .._tensor import Tensor
+from ..ops import arithmetic as A
 from ..ops import inplace as I  # noqa: E741
 from ..ops import pointwise as P
 from ..ops import shape as S
@@ -52,8 +53,8 @@ def add_(self, other, *, alpha=1):
     if alpha.__class__ is not int or alpha != 1:
         try:
             return call(P.add_, self, other, alpha)
-        except RuntimeError as e:
-            _fits_before_alpha(self, other, e)
+        except RuntimeError:
+            _fits_before_alpha(self, other, alpha, False)
             raise
     return call(P.add_, self, other)
 
@@ -65,17 +66,23 @@ def sub_(self, other, *, alpha=1):
     if alpha.__class__ is not int or alpha != 1:
         try:
             return call(P.sub_, self, other, alpha)
-        except RuntimeError as e:
-            _fits_before_alpha(self, other, e)
+        except RuntimeError:
+            _fits_before_alpha(self, other, alpha, True)
             raise
     return call(P.sub_, self, other)
 
 
-def _fits_before_alpha(self, other, error: RuntimeError) -> None:
-    """PyTorch's order of errors for `add_`/`sub_` with an `alpha` the result dtype refuses
-    (`error`, the kernel's): its iterator checks that the result fits `self`, its shape and
-    then its dtype, before the alpha is looked at."""
-    if "argument alpha" not in str(error) and "Boolean alpha" not in str(error):
+def _fits_before_alpha(self, other, alpha, subtract: bool) -> None:
+    """PyTorch's order of errors for `add_`/`sub_` (`subtract`) whose kernel failed: where
+    the result dtype refuses `alpha` (the kernel's error), its iterator first checks that
+    the result fits `self`, its shape and then its dtype. Any other error of the kernel (a
+    bool operand of `sub_`, checked before anything) is left as it is."""
+    try:
+        dt = _dtype.result_type(self, other)
+    except (RuntimeError, TypeError):
+        return
+    if A.alpha_refusal(dt, alpha) is None or \
+            subtract and A.refuses_bool_subtraction(self, other):
         return
     shape = _shapes.broadcast_shapes(tuple(self.shape), tuple(getattr(other, "shape", ())))
     if shape != tuple(self.shape):
@@ -95,8 +102,6 @@ def mul_(self, other):
 def div_(self, other, *, rounding_mode=None):
     """In-place divide (true, or rounded as `div`'s `rounding_mode` says)."""
     if rounding_mode is not None:
-        from ..ops import arithmetic as A
-
         return call(A.div_mode_, self, other, rounding_mode)
     return call(P.div_, self, other)
 

@@ -23,6 +23,7 @@ from ..ops import pointwise as P
 from ..ops import reduction as R
 from ..ops import shape as S
 from ..ops.spellings import INPLACE_FUNCTIONS, METHODS, OPERAND_NAMES
+from . import _args
 from ._args import method_copy, method_form, required_dim
 from .comparison import unique
 from .indexing import index_put_indices, scatter_with_reduce
@@ -257,8 +258,16 @@ def _expand_as(self, other):
     return expand(self, tuple(other.shape))
 
 
-def _lerp_(self, end, weight):
-    """In-place lerp (a tensor or a number as the weight)."""
+_LERP_ = _args.Overloads((), ("Tensor end, Tensor weight", "Tensor end, Number weight"))
+
+
+def _lerp_(self, *args, **kwargs):
+    """In place: self + weight * (end - self), `end` a tensor."""
+    if len(args) == 2 and not kwargs and isinstance(args[0], Tensor):
+        end, weight = args
+    else:
+        bound = _args.parsed("lerp_", _LERP_, self, args, kwargs, True)[1]
+        end, weight = bound["end"], bound["weight"]
     return call(P.lerp_tensor_ if isinstance(weight, Tensor) else P.lerp_, self, end, weight)
 
 

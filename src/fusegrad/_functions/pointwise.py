@@ -13,6 +13,7 @@ from .._tensor import Tensor
 from ..ops import REGISTRY
 from ..ops import arithmetic as A
 from ..ops import pointwise as P
+from . import _args
 from .indexing import nonzero
 
 # ---------------------------------------------------------------- arithmetic
@@ -217,11 +218,24 @@ def fmax(input, other, *, out=None):
     return call(P.maximum, input, other)
 
 
-def lerp(input, end, weight, *, out=None):
-    """input + weight * (end - input)."""
-    if isinstance(weight, Tensor):
-        return call(P.lerp_tensor, input, end, weight)
-    return call(P.lerp, input, end, weight)
+_LERP = _args.Overloads(
+    ("Tensor input, Tensor end, Tensor weight, *, Tensor out=None",
+     "Tensor input, Tensor end, Number weight, *, Tensor out=None"),
+    ("Tensor end, Tensor weight", "Tensor end, Number weight"))
+
+
+def lerp(input, *args, out=None, **kwargs):
+    """input + weight * (end - input): `end` a tensor, `weight` a tensor or a number."""
+    if len(args) == 2 and not kwargs and isinstance(args[0], Tensor):
+        end, weight = args
+        if isinstance(weight, Tensor):
+            return call(P.lerp_tensor, input, end, weight)
+        if weight.__class__ is float or weight.__class__ is int:
+            return call(P.lerp, input, end, weight)
+    which, bound = _args.parsed("lerp", _LERP, input, args, kwargs,
+                                _args.is_method_copy(locals()))
+    op = P.lerp_tensor if which == 0 else P.lerp
+    return call(op, input, bound["end"], bound["weight"])
 
 
 def addcmul(input, tensor1, tensor2, *, value=1, out=None):

@@ -24,6 +24,21 @@ from ._args import dims as _dims
 # ---------------------------------------------------------------- reductions
 
 
+class _NotGiven:
+    """The default of an argument PyTorch's parser tells apart when not given from given as
+    None: sum's, mean's and prod's `dim` and `keepdim` (sum's None is the overload with a
+    dim, prod's a type error; keepdim alone fits no overload), count_nonzero's `keepdim`
+    (taken only to be refused)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<not given>"
+
+
+_NOT_GIVEN = _NotGiven()
+
+
 def _numpy(name, dim, keepdim, axis, keepdims, default=None):
     """(dim, keepdim) once NumPy's `axis` and `keepdims` are read for them."""
     return _args.axis(name, dim, axis, default), _args.keepdims(name, keepdim, keepdims)
@@ -33,29 +48,80 @@ def _numpy(name, dim, keepdim, axis, keepdims, default=None):
 # with `is not None` first, they cost the common call two comparisons.
 
 
-def sum(input, dim=None, keepdim=False, *, dtype=None, out=None,  # noqa: A001
-        axis=None, keepdims=None):
-    """Sum of all elements, or over `dim` (all dims for an empty list)."""
+# sum's and mean's two overloads as PyTorch's messages list them: function, then method.
+_SUM_OVERLOADS = {
+    ("sum", False): (" * (Tensor input, *, torch.dtype dtype = None)\n"
+                     " * (Tensor input, tuple of ints dim, bool keepdim = False, *, "
+                     "torch.dtype dtype = None, Tensor out = None)\n"),
+    ("mean", False): (" * (Tensor input, *, torch.dtype dtype = None, Tensor out = None)\n"
+                      " * (Tensor input, tuple of ints dim, bool keepdim = False, *, "
+                      "torch.dtype dtype = None, Tensor out = None)\n"),
+}
+for _name in ("sum", "mean"):
+    _SUM_OVERLOADS[_name, True] = (" * (*, torch.dtype dtype = None)\n"
+                                   " * (tuple of ints dim, bool keepdim = False, *, "
+                                   "torch.dtype dtype = None)\n")
+
+
+def _sum_args(name: str, dim, keepdim, dtype, method: bool, out_given: bool,
+              axis, keepdims) -> tuple:
+    """sum's or mean's (dim, keepdim) off the common path: `keepdim` without `dim` fits no
+    overload (alone, PyTorch's message lists both; with more, the one with `dim` misses
+    it), and `dim` given, None included, is the overload with `dim` (SumBackward1), None or
+    an empty list meaning every dim. NumPy's `axis` and `keepdims` stand for them."""
     if axis is not None or keepdims is not None:
-        dim, keepdim = _numpy("sum", dim, keepdim, axis, keepdims)
-    if dim is None and not keepdim:
+        dim = None if dim is _NOT_GIVEN else dim
+        keepdim = False if keepdim is _NOT_GIVEN else keepdim
+        dim, keepdim = _numpy(name, dim, keepdim, axis, keepdims)
+        return dim, keepdim, dim is None and not keepdim
+    if dim is _NOT_GIVEN:  # (and `keepdim` given)
+        if (dtype is not None) + out_given == 0:
+            got = f"keepdim={python_type_name(keepdim)}"
+            got = f"{got}, " if method else f"Tensor, {got}"
+            raise TypeError(f"{name}() received an invalid combination of arguments - got "
+                            f"({got}), but expected one of:\n{_SUM_OVERLOADS[name, method]}")
+        raise TypeError(f'{name}() missing 1 required positional arguments: "dim"')
+    raise AssertionError("only called without dim or with NumPy's names")
+
+
+def sum(input, dim=_NOT_GIVEN, keepdim=_NOT_GIVEN, *, dtype=None,  # noqa: A001
+        out=None, axis=None, keepdims=None):
+    """Sum of all elements, or over `dim` (all dims for None or an empty list)."""
+    if dim is _NOT_GIVEN and keepdim is _NOT_GIVEN and axis is None and keepdims is None:
         if dtype is None:
             return call1(R.sum_, input)
         return call(R.sum_, input, as_dtype(dtype))
+    if dim is _NOT_GIVEN or axis is not None or keepdims is not None:
+        dim, keepdim, whole = _sum_args("sum", dim, keepdim, dtype,
+                                        _args.is_method_copy(locals()), out is not None,
+                                        axis, keepdims)
+        if whole:  # (NumPy's spelling of no dim at all)
+            return call(R.sum_, input, as_dtype(dtype)) if dtype is not None else \
+                call1(R.sum_, input)
+    elif keepdim is _NOT_GIVEN:
+        keepdim = False
     if dtype is not None:
         dtype = as_dtype(dtype)
     return call(R.sum_dim, input, (dim,) if dim.__class__ is int else _args.reduced_dims(dim),
                 keepdim, dtype)
 
 
-def mean(input, dim=None, keepdim=False, *, dtype=None, out=None, axis=None, keepdims=None):
-    """Mean of all elements, or over `dim` (all dims for an empty list)."""
-    if axis is not None or keepdims is not None:
-        dim, keepdim = _numpy("mean", dim, keepdim, axis, keepdims)
-    if dim is None and not keepdim:
+def mean(input, dim=_NOT_GIVEN, keepdim=_NOT_GIVEN, *, dtype=None, out=None, axis=None,
+         keepdims=None):
+    """Mean of all elements, or over `dim` (all dims for None or an empty list)."""
+    if dim is _NOT_GIVEN and keepdim is _NOT_GIVEN and axis is None and keepdims is None:
         if dtype is None:
             return call1(R.mean, input)
         return call(R.mean, input, as_dtype(dtype))
+    if dim is _NOT_GIVEN or axis is not None or keepdims is not None:
+        dim, keepdim, whole = _sum_args("mean", dim, keepdim, dtype,
+                                        _args.is_method_copy(locals()), out is not None,
+                                        axis, keepdims)
+        if whole:  # (NumPy's spelling of no dim at all)
+            return call(R.mean, input, as_dtype(dtype)) if dtype is not None else \
+                call1(R.mean, input)
+    elif keepdim is _NOT_GIVEN:
+        keepdim = False
     if dtype is not None:
         dtype = as_dtype(dtype)
     return call(R.mean_dim, input, (dim,) if dim.__class__ is int else _args.reduced_dims(dim),
@@ -106,13 +172,59 @@ def amin(input, dim=(), keepdim=False, *, out=None, axis=None, keepdims=None):
     return call(R.amin, input, _dims(dim) or (), keepdim)
 
 
+# ---------------------------------------------------------------- PyTorch's overloads
+# max, min, median, nanmedian, mode and the cumulative ops take their arguments as
+# `*args, **kwargs`: the plain calls (an int dim, a bool keepdim) go straight to their op;
+# any other is matched against PyTorch's overloads (`_args.parsed`), which gives its
+# messages for what fits none (a None or float dim, an int keepdim, keepdim without dim)
+# and the bound arguments for what fits one.
+
+
+def _plain_dim(args: tuple, kwargs: dict):
+    """(dim, keepdim) of a call giving an int `dim` and at most a bool `keepdim` (False if
+    not), by position or keyword; None for any other call."""
+    n = len(args)
+    if not kwargs:
+        if n == 1:
+            dim, keepdim = args[0], False
+        elif n == 2:
+            dim, keepdim = args
+        else:
+            return None
+    elif n == 0 and len(kwargs) == 1 + ("keepdim" in kwargs):
+        dim, keepdim = kwargs.get("dim"), kwargs.get("keepdim", False)
+    elif n == 1 and len(kwargs) == 1:
+        dim, keepdim = args[0], kwargs.get("keepdim")
+    else:
+        return None
+    if dim.__class__ is int and keepdim.__class__ is builtins.bool:
+        return dim, keepdim
+    return None
+
+
+_MAXMIN = _args.Overloads(
+    ("Tensor input, *, Tensor out=None", "Tensor input, Tensor other, *, Tensor out=None",
+     "Tensor input, int dim, bool keepdim=False, *, TensorList out=None"),
+    ("", "Tensor other", "int dim, bool keepdim=False"))
+
+
 def _maxmin(op_all, op_dim, op_binary, name):
-    def fn(input, dim=None, keepdim=False, *, out=None):
-        if isinstance(dim, Tensor):
-            return call(op_binary, input, dim)
-        if dim is None:
+    def fn(input, *args, out=None, **kwargs):
+        if not kwargs and len(args) < 2:
+            if not args:
+                return call(op_all, input)
+            if isinstance(args[0], Tensor):
+                return call(op_binary, input, args[0])
+        plain = _plain_dim(args, kwargs)
+        if plain is not None:
+            return _rt(name, call(op_dim, input, plain[0], plain[1]))
+        which, bound = _args.parsed(name, _MAXMIN, input, args, kwargs,
+                               _args.is_method_copy(locals()))
+        if which == 0:
             return call(op_all, input)
-        return _rt(name, call(op_dim, input, int(dim), keepdim))
+        if which == 1:
+            return call(op_binary, input, bound["other"])
+        return _rt(name, call(op_dim, input, bound["dim"].__index__(), bound["keepdim"]))
 
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = (f"{name} of all elements; with `dim`, (values, indices) along it; with a "
@@ -202,43 +314,58 @@ _PROD_OVERLOADS = {
 }
 
 
-def _prod_args(args: tuple, dim, keepdim, dtype, method: bool) -> tuple:
+def _prod_args(args: tuple, dim, keepdim, dtype, method: bool, out_given: bool) -> tuple:
     """prod's (dim, keepdim) as PyTorch's parser reads them. Arguments that two overloads
     could take (at most `input` and one more) and fit neither get the message listing both;
     more fit the one with `dim`, which names the argument that is wrong."""
-    dim, keepdim, where = _dim_keepdim("prod", args, dim, keepdim, method, required=1)
+    if args and dim is not _NOT_GIVEN:
+        raise TypeError("prod() got multiple values for argument 'dim'")
+    if len(args) == 2 and keepdim is not _NOT_GIVEN:
+        raise TypeError("prod() got multiple values for argument 'keepdim'")
+    keyword_dim, keyword_keepdim = dim, keepdim
+    dim, keepdim, where = _dim_keepdim("prod", args, None, None, method, required=1)
+    given = set(where)
+    if keyword_dim is not _NOT_GIVEN:
+        dim = keyword_dim
+        given.add("dim")
+    if keyword_keepdim is not _NOT_GIVEN:
+        keepdim = keyword_keepdim
+        given.add("keepdim")
     keywords = [(k, v) for k, v in (("dtype", dtype), ("keepdim", keepdim), ("dim", dim))
-                if v is not None and k not in where]
-    # (None given for `dim` by position is no int; by keyword it reads as not given)
-    bad_dim = (dim is not None and _not_int(dim)) or ("dim" in where and dim is None)
-    if len(args) + len(keywords) <= 1 and (keepdim is not None or bad_dim):
-        given = [] if method else ["Tensor"]
-        given += [python_type_name(a) for a in args]
+                if k not in where and (v is not None if k == "dtype" else k in given)]
+    bad_dim = "dim" in given and _not_int(dim)
+    if len(args) + len(keywords) + out_given <= 1 and ("keepdim" in given or bad_dim):
+        names = [] if method else ["Tensor"]
+        names += [python_type_name(a) for a in args]
         # (keywords in the reverse of their order in the call, as PyTorch lists them)
         named = [f"{k}={python_type_name(v)}" for k, v in keywords]
-        got = ", ".join(given + named) if given else "".join(f"{k}, " for k in named)
+        got = ", ".join(names + named) if names else "".join(f"{k}, " for k in named)
         raise TypeError("prod() received an invalid combination of arguments - got "
                         f"({got}), but expected one of:\n{_PROD_OVERLOADS[method]}")
     if bad_dim:
         raise _wrong_type("prod", "dim", where, dim, "int")
-    if dim is None:
-        if keepdim is not None:  # (`dim` is required by the only overload with `keepdim`)
+    if "dim" not in given:
+        if "keepdim" in given:  # (`dim` is required by the only overload with `keepdim`)
             raise TypeError('prod() missing 1 required positional arguments: "dim"')
         return None, False
-    if keepdim is None and "keepdim" not in where:  # (None by keyword: not given)
+    if "keepdim" not in given:
         return dim, False
     if keepdim.__class__ is not builtins.bool:
         raise _wrong_type("prod", "keepdim", where, keepdim, "bool")
     return dim, keepdim
 
 
-def prod(input, *args, dim=None, keepdim=None, dtype=None, out=None, axis=None,
+def prod(input, *args, dim=_NOT_GIVEN, keepdim=_NOT_GIVEN, dtype=None, out=None, axis=None,
          keepdims=None):
     """Product of all elements, or along `dim` (`keepdim`: False unless given)."""
-    if args or (dim is not None and dim.__class__ is not int) or keepdim is not None:
-        dim, keepdim = _prod_args(args, dim, keepdim, dtype, _args.is_method_copy(locals()))
+    if args or (dim is not _NOT_GIVEN and dim.__class__ is not int) or \
+            keepdim is not _NOT_GIVEN:
+        dim, keepdim = _prod_args(args, dim, keepdim, dtype, _args.is_method_copy(locals()),
+                                  out is not None)
     else:
         keepdim = False
+        if dim is _NOT_GIVEN:
+            dim = None
     if axis is not None or keepdims is not None:
         dim, keepdim = _numpy("prod", dim, keepdim, axis, keepdims)
     if dtype is not None:
@@ -297,11 +424,21 @@ def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
     return _vector_norm(input, p, dim, keepdim, dtype=dtype)
 
 
-def logsumexp(input, dim=None, keepdim=False, *, out=None, axis=None, keepdims=None):
-    """log(sum(exp(input))) over `dim`, computed stably."""
-    if axis is not None or keepdims is not None:
-        keepdim = _args.keepdims("logsumexp", keepdim, keepdims)
-    dims = _dims(_args.required_dim("logsumexp", dim, axis))
+_LOGSUMEXP = _args.Overloads(("Tensor input, int[1] dim, bool keepdim=False, *, Tensor out=None",),
+                             ("int[1] dim, bool keepdim=False",))
+
+
+def logsumexp(input, *args, out=None, **kwargs):
+    """log(sum(exp(input))) over `dim` (an int or a sequence of them), computed stably."""
+    n = len(args)
+    if not kwargs and (n == 1 or n == 2 and args[1].__class__ is builtins.bool) and \
+            args[0].__class__ in (int, list, tuple):
+        dim, keepdim = args[0], n == 2 and args[1]
+    else:
+        bound = _args.parsed("logsumexp", _LOGSUMEXP, input, args, kwargs,
+                             _args.is_method_copy(locals()))[1]
+        dim, keepdim = bound["dim"], bound["keepdim"]
+    dims = _dims(dim)
     if not dims:
         # PyTorch reduces over every dim, but writes the reduced (1, ..., 1) result into an
         # output of the shape without them, which only keepdim (or no dims at all) fits.
@@ -312,32 +449,55 @@ def logsumexp(input, dim=None, keepdim=False, *, out=None, axis=None, keepdims=N
     return call(R.logsumexp, input, dims, keepdim)
 
 
-def cumsum(input, dim=None, *, dtype=None, out=None, axis=None):
-    """Cumulative sum along `dim`."""
-    if dim is None or axis is not None:
-        dim = _args.required_dim("cumsum", dim, axis)
-    if dtype is not None:
-        return call(R.cumsum, input, dim, as_dtype(dtype))
-    return call(R.cumsum, input, dim)
+_CUMULATIVE = _args.Overloads(
+    ("Tensor input, int dim, *, ScalarType? dtype=None, Tensor out=None",),
+    ("int dim, *, ScalarType? dtype=None",))
 
 
-def cumprod(input, dim=None, *, dtype=None, out=None, axis=None):
-    """Cumulative product along `dim`."""
-    if dim is None or axis is not None:
-        dim = _args.required_dim("cumprod", dim, axis)
-    if dtype is not None:
-        return call(R.cumprod, input, dim, as_dtype(dtype))
-    return call(R.cumprod, input, dim)
+def _cumulative(name: str, op):
+    # (`dtype` is a parameter of its own: the out= form reads it, to compute in out's)
+    def fn(input, *args, dtype=None, out=None, **kwargs):
+        if len(args) == 1 and args[0].__class__ is int and not kwargs:
+            dim = args[0]
+        else:
+            given = kwargs if dtype is None else {**kwargs, "dtype": dtype}
+            _, bound = _args.parsed(name, _CUMULATIVE, input, args, given,
+                               _args.is_method_copy(locals()))
+            dim = bound["dim"].__index__()
+        if dtype is not None:
+            return call(op, input, dim, as_dtype(dtype))
+        return call(op, input, dim)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"Cumulative {name[3:]} along `dim` (in `dtype`, if given)."
+    return fn
 
 
-def cummax(input, dim=None, *, out=None, axis=None):
-    """Running maximum and its index along `dim`."""
-    return _rt("cummax", call(R.cummax, input, _args.required_dim("cummax", dim, axis)))
+cumsum = _cumulative("cumsum", R.cumsum)
+cumprod = _cumulative("cumprod", R.cumprod)
+
+_RUNNING = _args.Overloads(("Tensor input, int dim, *, TensorList out=None",), ("int dim",))
 
 
-def cummin(input, dim=None, *, out=None, axis=None):
-    """Running minimum and its index along `dim`."""
-    return _rt("cummin", call(R.cummin, input, _args.required_dim("cummin", dim, axis)))
+def _running(name: str, op):
+    def fn(input, *args, out=None, **kwargs):
+        if len(args) == 1 and not kwargs and args[0].__class__ is int:
+            dim = args[0]
+        else:
+            dim = _args.parsed(name, _RUNNING, input, args, kwargs,
+                          _args.is_method_copy(locals()))[1]["dim"].__index__()
+        if input.numel() == 0 and input.dim() and not -input.dim() <= dim < input.dim():
+            # PyTorch returns an empty input's empty results before it checks the dim
+            dim = 0
+        return _rt(name, call(op, input, dim))
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"Running {name[3:]}imum and its index along `dim`."
+    return fn
+
+
+cummax = _running("cummax", R.cummax)
+cummin = _running("cummin", R.cummin)
 
 
 def _logic(name):
@@ -424,9 +584,6 @@ def _count_nonzero(input, dims: tuple, dim, axis, keepdim, method: bool):
     return call(R.count_nonzero, input, dim) if dim else call(R.count_nonzero_all, input)
 
 
-_NOT_GIVEN = object()  # (count_nonzero's `keepdim`, taken only to be refused)
-
-
 def count_nonzero(input, *dims, dim=None, axis=None, keepdim=_NOT_GIVEN):
     """Number of nonzero elements, overall or along `dim`. The method takes the dims spread
     out too (`x.count_nonzero(0, 1)`), as PyTorch's does. There is no `keepdim`: it is
@@ -440,28 +597,55 @@ def _count_nonzero_method(self, *dims, dim=None, axis=None, keepdim=_NOT_GIVEN):
     return _count_nonzero(self, dims, dim, axis, keepdim, True)
 
 
-def median(input, dim=None, keepdim=False, *, out=None, axis=None, keepdims=None):
+_MEDIAN = _args.Overloads(
+    ("Tensor input", "Tensor input, int dim, bool keepdim=False, *, TensorList out=None"),
+    ("", "int dim, bool keepdim=False"))
+
+
+def median(input, *args, out=None, **kwargs):
     """Lower median of all elements, or (values, indices) along `dim`."""
-    if axis is not None or keepdims is not None:
-        dim, keepdim = _numpy("median", dim, keepdim, axis, keepdims)
-    if dim is None:
+    if not args and not kwargs:
         return call(R.median, input)
-    return _rt("median", call(R.median_dim, input, dim, keepdim))
+    plain = _plain_dim(args, kwargs)
+    if plain is None:
+        which, bound = _args.parsed("median", _MEDIAN, input, args, kwargs,
+                               _args.is_method_copy(locals()))
+        if which == 0:
+            return call(R.median, input)
+        plain = bound["dim"].__index__(), bound["keepdim"]
+    return _rt("median", call(R.median_dim, input, plain[0], plain[1]))
 
 
-def mode(input, dim=-1, keepdim=False, *, out=None, axis=None, keepdims=None):
+_MODE = _args.Overloads(("Tensor input, int dim=-1, bool keepdim=False, *, TensorList out=None",),
+                   ("int dim=-1, bool keepdim=False",))
+
+
+def mode(input, *args, out=None, **kwargs):
     """Most frequent value (the smallest on ties) and its last index along `dim`."""
-    if axis is not None or keepdims is not None:
-        dim = _args.axis("mode", dim, axis, -1)
-        keepdim = _args.keepdims("mode", keepdim, keepdims)
-    return _rt("mode", call(R.mode, input, dim, keepdim))
+    plain = (-1, False) if not args and not kwargs else _plain_dim(args, kwargs)
+    if plain is None:
+        bound = _args.parsed("mode", _MODE, input, args, kwargs, _args.is_method_copy(locals()))[1]
+        plain = bound["dim"].__index__(), bound["keepdim"]
+    return _rt("mode", call(R.mode, input, plain[0], plain[1]))
 
 
-def kthvalue(input, k, dim=-1, keepdim=False, *, out=None, axis=None, keepdims=None):
-    """The k-th smallest value and its index along `dim`."""
-    if axis is not None or keepdims is not None:
-        dim = _args.axis("kthvalue", dim, axis, -1)
-        keepdim = _args.keepdims("kthvalue", keepdim, keepdims)
+_KTHVALUE = _args.Overloads(
+    ("Tensor input, int k, int dim=-1, bool keepdim=False, *, TensorList out=None",),
+    ("int k, int dim=-1, bool keepdim=False",))
+
+
+def kthvalue(input, *args, out=None, **kwargs):
+    """The k-th smallest value and its index along `dim` (the last by default)."""
+    n = len(args)
+    if not kwargs and 1 <= n <= 3 and args[0].__class__ is int and \
+            (n == 1 or args[1].__class__ is int) and \
+            (n < 3 or args[2].__class__ is builtins.bool):
+        k, dim, keepdim = args[0], -1 if n == 1 else args[1], n == 3 and args[2]
+    else:
+        bound = _args.parsed("kthvalue", _KTHVALUE, input, args, kwargs,
+                             _args.is_method_copy(locals()))[1]
+        k, dim, keepdim = (bound["k"].__index__(), bound["dim"].__index__(),
+                           bound["keepdim"])
     return _rt("kthvalue", call(R.kthvalue, input, k, dim, keepdim))
 
 

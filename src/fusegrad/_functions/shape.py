@@ -254,8 +254,20 @@ def unflatten(input, dim, sizes):
     return view(input, shape[:d] + inferred + shape[d + 1:])
 
 
-def movedim(input, source, destination):
-    """A view with dims `source` moved to positions `destination`."""
+_MOVEDIM = _args.Overloads(
+    ("Tensor input, int source, int destination",
+     "Tensor input, int[] source, int[] destination"),
+    ("int source, int destination", "int[] source, int[] destination"))
+
+
+def _movedim(input, args: tuple, kwargs: dict, method: bool):
+    if len(args) == 2 and not kwargs and (
+            args[0].__class__ is int and args[1].__class__ is int or
+            args[0].__class__ in (list, tuple) and args[1].__class__ in (list, tuple)):
+        source, destination = args
+    else:  # (PyTorch's parser: an int pair or a pair of int sequences, nothing else)
+        bound = _args.parsed("movedim", _MOVEDIM, input, args, kwargs, method)[1]
+        source, destination = bound["source"], bound["destination"]
     n = input.ndim
     src, dst = list(_args.dims(source)), list(_args.dims(destination))
     if len(src) != len(dst):
@@ -270,6 +282,20 @@ def movedim(input, source, destination):
     rest = iter(d for d in range(n) if d not in src)
     order = [next(rest) if o is None else o for o in order]
     return call(S.permute, input, tuple(order))
+
+
+# (`source` and `destination` are taken as `*args`: dims, which the surface's check of a
+# tensor parameter of that name must not see)
+def movedim(input, *args, **kwargs):
+    """A view with dims `source` (an int or a sequence of them) moved to positions
+    `destination`."""
+    return _movedim(input, args, kwargs, False)
+
+
+def _movedim_method(self, *args, **kwargs):
+    """`Tensor.movedim`: the function, but PyTorch's messages name the method's overloads
+    (no `input`)."""
+    return _movedim(self, args, kwargs, True)
 
 
 moveaxis = movedim

@@ -20,11 +20,13 @@ from .._dispatch import call
 from .._dtype import as_dtype
 from .._tensor import Tensor
 from .._torch_function import warning_stacklevel as _warning_stacklevel
+from .._type_names import python_type_name
 from ..ops import scalar as SCL
 from ..ops import statistics as ST
 from ..ops._util import wrap_dim
 from . import _args
 from .linear_algebra import mm
+from .reduction import _MEDIAN, _plain_dim
 from .shape import narrow, select, view
 
 
@@ -75,14 +77,18 @@ def nanmean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None, out=N
     return nansum(input, dims, keepdim, dtype=dtype).div(count)
 
 
-def nanmedian(input: Tensor, dim=None, keepdim: bool = False, *, out=None, axis=None,
-              keepdims=None):
+def nanmedian(input: Tensor, *args, out=None, **kwargs):
     """The lower median of the non-NaN elements (with its index when `dim` is given)."""
-    if axis is not None or keepdims is not None:
-        dim, keepdim = _numpy("nanmedian", dim, keepdim, axis, keepdims)
-    if dim is None:
+    if not args and not kwargs:
         return call(ST.nanmedian, input)
-    values, indices = call(ST.nanmedian_dim, input, _args.index(dim), keepdim)
+    plain = _plain_dim(args, kwargs)
+    if plain is None:
+        which, bound = _args.parsed("nanmedian", _MEDIAN, input, args, kwargs,
+                               _args.is_method_copy(locals()))
+        if which == 0:
+            return call(ST.nanmedian, input)
+        plain = bound["dim"].__index__(), bound["keepdim"]
+    values, indices = call(ST.nanmedian_dim, input, plain[0], plain[1])
     return return_types.nanmedian(values, indices)
 
 
@@ -95,10 +101,17 @@ def aminmax(input: Tensor, *, dim=None, keepdim: bool = False, out=None, axis=No
     return return_types.aminmax(lo, hi)
 
 
-def logcumsumexp(input: Tensor, dim: int | None = None, *, out=None, axis=None) -> Tensor:
+def logcumsumexp(input: Tensor, *args, out=None, **kwargs) -> Tensor:
     """log(cumsum(exp(input))) along `dim`, computed stably."""
-    return call(ST.logcumsumexp, input,
-                _args.index(_args.required_dim("logcumsumexp", dim, axis)))
+    if len(args) == 1 and not kwargs and args[0].__class__ is int:
+        dim = args[0]
+    else:
+        dim = _args.parsed("logcumsumexp", _LOGCUMSUMEXP, input, args, kwargs,
+                      _args.is_method_copy(locals()))[1]["dim"].__index__()
+    return call(ST.logcumsumexp, input, dim)
+
+
+_LOGCUMSUMEXP = _args.Overloads(("Tensor input, int dim, *, Tensor out=None",), ("int dim",))
 
 
 # ---------------------------------------------------------------- quantile
@@ -310,6 +323,11 @@ def cdist(x1: Tensor, x2: Tensor, p: float = 2.0,
     if compute_mode not in ("use_mm_for_euclid_dist_if_necessary", "use_mm_for_euclid_dist",
                             "donot_use_mm_for_euclid_dist"):
         raise ValueError(f"{compute_mode} is not a valid value for compute_mode")
+    for i, (name, x) in enumerate((("x1", x1), ("x2", x2))):
+        # (PyTorch's Python function passes both on by position to its parser)
+        if not isinstance(x, Tensor):
+            raise TypeError(f"cdist(): argument '{name}' (position {i + 1}) must be Tensor, "
+                            f"not {python_type_name(x)}")
     if p == 2 and x1.ndim >= 2 and x2.ndim >= 2 and (
             compute_mode == "use_mm_for_euclid_dist" or (
                 compute_mode == "use_mm_for_euclid_dist_if_necessary"

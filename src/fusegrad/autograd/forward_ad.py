@@ -91,6 +91,22 @@ def _set_tangent(t: Tensor, tangent: Tensor | None) -> None:
                           t._vc, tangent)
 
 
+class _SavedTangents:
+    """The open level's keeper of the tangents of hooked saved tensors
+    (`graph.use_saved_tangents`): a new one for each level, so a tangent kept from a
+    closed level is never given back."""
+
+    __slots__ = ()
+
+    @staticmethod
+    def lookup(t: Tensor):
+        return tangent_of(t)
+
+    @staticmethod
+    def restore(t: Tensor, tangent: Tensor) -> None:
+        _set_tangent(t, _laid_out_as(t, tangent))
+
+
 def _saved_output_tangent(t: Tensor):
     """The tangent of the output `t` stands for, when `t` is an op's saved output rebuilt
     by its node: over the same array and version counter, with history (a detached alias
@@ -153,6 +169,7 @@ def enter_dual_level() -> int:
     if _current_level >= 0:
         raise RuntimeError("Nested forward mode AD is not supported at the moment")
     _current_level = 0
+    _graph.use_saved_tangents(_SavedTangents())
     _MODE.__enter__()
     _function.use_forward_grads(function_apply)
     _grad.use_forward_grads(differentiated)
@@ -176,6 +193,7 @@ def exit_dual_level(*, level: int | None = None) -> None:
     _grad.use_forward_grads(None)
     engine.forward_accumulated = None
     _tensor.use_tangent_lookup(None)
+    _graph.use_saved_tangents(None)
     _TANGENTS.clear()
     _BY_ARRAY.clear()
     _current_level = level - 1

@@ -902,6 +902,19 @@ class CopySlices(Node):
 # ----------------------------------------------------------------------------------------------
 
 
+# The open forward AD level's tangent keeper, None while none is open (see
+# `use_saved_tangents`).
+_saved_tangents = None
+
+
+def use_saved_tangents(keeper) -> None:
+    """Registration by `autograd.forward_ad`, a new `keeper` for each level it opens (None as
+    it closes): `keeper.lookup(t)` gives tensor `t`'s tangent or None, `keeper.restore(t,
+    tangent)` gives an unpacked saved tensor the tangent the saved one had."""
+    global _saved_tangents
+    _saved_tangents = keeper
+
+
 class SavedHooked:
     """A saved tensor packed by a `saved_tensors_hooks` pack hook.
 
@@ -911,11 +924,20 @@ class SavedHooked:
     """
 
     # `rank`: where PyTorch's node packs and unpacks this value among the node's others.
+    # `tangent`: (the open forward AD level's keeper, the tangent) when the tensor had one
+    # at an open level, else None; PyTorch keeps it beside the packed value, whatever the
+    # hooks do with the tensor, for the unpacked one to carry until the level closes.
     __slots__ = ("packed", "unpack_fn", "grad_fn", "output_nr", "requires_grad", "acc",
-                 "is_output", "rank")
+                 "is_output", "rank", "tangent")
 
     def __init__(self, t, pack, unpack, is_output):
         self.rank = 0
+        self.tangent = None
+        keeper = _saved_tangents
+        if keeper is not None:  # at an open level (an output has its tangent by now)
+            tangent = keeper.lookup(t)
+            if tangent is not None:
+                self.tangent = (keeper, tangent)
         self.unpack_fn = unpack
         self.is_output = is_output
         self.output_nr = t._output_nr
@@ -952,6 +974,8 @@ class SavedHooked:
         out._rg = self.requires_grad
         out._grad_fn = node if self.is_output and self.requires_grad else self.grad_fn
         out._grad_acc = self.acc
+        if self.tangent is not None and self.tangent[0] is _saved_tangents:
+            self.tangent[0].restore(out, self.tangent[1])  # (its level still open)
         return out
 
 

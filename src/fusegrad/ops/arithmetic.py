@@ -78,18 +78,31 @@ _ONE = 1
 _F32_MAX = float(np.finfo(np.float32).max)
 
 
-def _check_alpha(dt: _dtype.dtype, alpha) -> None:
-    """PyTorch's checks of add/sub's `alpha` against the result dtype `dt`."""
+def alpha_refusal(dt: _dtype.dtype, alpha) -> str | None:
+    """PyTorch's message refusing add/sub's `alpha` for the result dtype `dt` (None: the
+    alpha is accepted)."""
     if isinstance(alpha, np.generic):
         alpha = _dtype.python_scalar(alpha)
     if alpha.__class__ is bool and dt is not _dtype.bool_:
-        raise RuntimeError("Boolean alpha only supported for Boolean results.")
+        return "Boolean alpha only supported for Boolean results."
     if dt.category < _dtype.FLOAT and isinstance(alpha, (float, complex)):
-        raise RuntimeError("For integral input tensors, argument alpha must not be a floating "
-                           "point number.")
+        return "For integral input tensors, argument alpha must not be a floating point number."
     if dt.category != _COMPLEX and isinstance(alpha, complex):
-        raise RuntimeError("For non-complex input tensors, argument alpha must not be a "
-                           "complex number.")
+        return "For non-complex input tensors, argument alpha must not be a complex number."
+    return None
+
+
+def refuses_bool_subtraction(a, b) -> bool:
+    """Whether subtracting `b` from `a` (arrays, tensors or numbers) is PyTorch's error for
+    a bool operand, which it raises before any other."""
+    return _is_bool(a) or _is_bool(b)
+
+
+def _check_alpha(dt: _dtype.dtype, alpha) -> None:
+    """PyTorch's checks of add/sub's `alpha` against the result dtype `dt`."""
+    refusal = alpha_refusal(dt, alpha)
+    if refusal is not None:
+        raise RuntimeError(refusal)
 
 
 def _fma64(x, y, z):

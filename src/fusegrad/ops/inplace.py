@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._scalar_conversion import half_input
+from .._scalar_conversion import fill_value, half_input
 from . import _onnx as _ox
-from ._util import Spec, broadcast_shapes, checked_scalar, rand_array, real_part_for, shape_of
+from ._util import Spec, broadcast_shapes, rand_array, real_part_for, shape_of
 from .registry import Sample, register
 
 
@@ -23,7 +23,9 @@ def _fill_meta(a, value):
 
 def _fill_kernel(a, value):
     _fill_meta(a, value)
-    return np.full(a.shape, checked_scalar(value, a.dtype), dtype=a.dtype)
+    value = fill_value(value, a.dtype, a.size)
+    with np.errstate(over="ignore"):
+        return np.full(a.shape, value, dtype=a.dtype)
 
 
 def _samples(*others):

@@ -172,7 +172,7 @@ mm = register(
     derivative=_mm_derivative,
     save=_save_partners,
     samples=_mm_samples, onnx="MatMul", lowering="extern",
-    saved_names=("self", "mat2"))
+    saved_names=("self", "mat2"), tensors_only=("input", "mat2"))
 
 
 def _bmm_check(a, b):
@@ -209,7 +209,7 @@ bmm = register(
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), rand_array(rng, r, dt)))
                              for s, r in (((2, 2, 3), (2, 3, 4)), ((1, 0, 2), (1, 2, 3)))],
     onnx="MatMul", lowering="extern",
-    saved_names=("self", "mat2"))
+    saved_names=("self", "mat2"), tensors_only=("input", "mat2"))
 
 
 def _mv_check(a, v):
@@ -241,7 +241,7 @@ mv = register(
     samples=lambda rng, dt: [Sample((rand_array(rng, (3, 4), dt), rand_array(rng, (4,), dt))),
                              Sample((rand_array(rng, (0, 2), dt), rand_array(rng, (2,), dt)))],
     onnx="MatMul", lowering="extern",
-    saved_names=("self", "vec"))
+    saved_names=("self", "vec"), tensors_only=("input", "vec"))
 
 
 def _dot_check(a, b, name: str = "dot"):
@@ -276,7 +276,7 @@ dot = register(
     samples=lambda rng, dt: [Sample((rand_array(rng, (4,), dt), rand_array(rng, (4,), dt))),
                              Sample((rand_array(rng, (0,), dt), rand_array(rng, (0,), dt)))],
     onnx="MatMul", lowering="extern",
-    saved_names=("self", "tensor"))
+    saved_names=("self", "tensor"), tensors_only=("input", "tensor"))
 
 
 # ---------------------------------------------------------------- baddbmm (addmm is in nn.py)
@@ -396,7 +396,8 @@ linalg_cross = register(
                                     name=f"{a} {b} {d}")
                              for a, b, d in (((3,), (3,), -1), ((2, 3), (1, 3), -1),
                                              ((3, 4), (3, 4), 0))],
-    public="cross", saved_names=("self", "other", "dim"), onnx=ox.linalg_cross)
+    public="cross", saved_names=("self", "other", "dim"), onnx=ox.linalg_cross,
+    tensors_only=("input", "other"))
 
 
 vdot = register(
@@ -409,7 +410,8 @@ vdot = register(
                                 g * a if a is not None else None),
     save=lambda out, a, b: (a if b._rg else None, b if a._rg else None),
     samples=lambda rng, dt: [Sample((rand_array(rng, (4,), dt), rand_array(rng, (4,), dt)))],
-    saved_names=("self", "other"), decomposition=lambda a, b: call(dot, a, b))
+    saved_names=("self", "other"), decomposition=lambda a, b: call(dot, a, b),
+    tensors_only=("input", "other"))
 
 
 def _addr_meta(s, v1, v2, beta=1, alpha=1):

@@ -200,14 +200,47 @@ polygamma_.saves_self_before_write = True
 erfinv = _unary("erfinv", _sp.erfinv, "ErfinvBackward0",
                 lambda g, a: (g * _SQRT_PI_2 * (a.erfinv() ** 2).exp(),), domain=(-0.9, 0.9),
                 refusal=_no_complex("erfinv_vml_cpu"), onnx=_ox.erfinv)
+# The largest float32 whose float32 exp is finite. PyTorch's float32 kernels of the modified
+# Bessel functions i0 and i1 (half and bfloat16 compute in float32) multiply exp(|x|) by
+# the rest of the series, so beyond it they overflow to inf, though the product itself
+# stays finite up to |x| of about 91.9.
+_F32_EXP_FINITE = np.float32(88.72283172607422)
+
+
+def float32_exp_overflow(out: np.ndarray, x: np.ndarray, odd: bool) -> np.ndarray:
+    """`out`, i0 or i1 (`odd`) of float32 `x`, with PyTorch's float32 overflow: inf (i1:
+    with the sign of x) where exp(|x|) is not finite in float32, and NaN at infinite x
+    (its kernel's inf times the rest of the series, 0 there)."""
+    size = np.abs(x)
+    over = size > _F32_EXP_FINITE
+    if not over.any():
+        return out
+    inf = np.copysign(np.float32(np.inf), x) if odd else np.float32(np.inf)
+    out = np.where(over, inf, out)
+    return np.where(size == np.inf, np.float32(np.nan), out).astype(x.dtype, copy=False)
+
+
+def _float32_overflowing(fn, odd: bool):
+    """Kernel `fn` (i0 or i1 on arrays) with PyTorch's float32 overflow."""
+
+    def kernel(a):
+        out = fn(a)
+        if a.dtype == np.float32:
+            out = float32_exp_overflow(out, a, odd)
+        return out
+
+    kernel.__name__ = getattr(fn, "__name__", "kernel")
+    return kernel
+
+
 def _i1(a):
     from .._dispatch import call
 
     return call(special_i1, a)  # no Tensor method: torch.special.i1 in PyTorch
 
 
-i0 = _unary("i0", _sp.i0, "I0Backward0", lambda g, a: (g * _i1(a),), domain=(-3, 3),
-            refusal=_no_complex("i0_vml_cpu"))
+i0 = _unary("i0", _float32_overflowing(_sp.i0, False), "I0Backward0",
+            lambda g, a: (g * _i1(a),), domain=(-3, 3), refusal=_no_complex("i0_vml_cpu"))
 
 
 def _i1_derivative(g, a):
@@ -216,7 +249,8 @@ def _i1_derivative(g, a):
     return (g * (a.i0() - _i1(a) / safe).where(a != 0, a.new_full((), 0.5)),)
 
 
-special_i1 = _unary("special_i1", _sp.i1, "SpecialI1Backward0", _i1_derivative,
+special_i1 = _unary("special_i1", _float32_overflowing(_sp.i1, True), "SpecialI1Backward0",
+                    _i1_derivative,
                     refusal=_no_complex("i1_cpu"),
                     domain=(-3, 3), inplace=False)
 

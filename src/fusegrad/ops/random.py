@@ -15,6 +15,7 @@ from .. import _dtype
 from .. import _random_draws as draws
 from .._dispatch import call
 from .._random import generator_or_default
+from .._scalar_conversion import float_max
 from .._shapes import broadcast_shapes, in_memory_order, memory_order, strides_order
 from . import _native
 from ._util import Spec, dtype_of, rand_array
@@ -68,12 +69,6 @@ def _laid_out(a, flat: np.ndarray) -> np.ndarray:
     return in_memory_order(flat.reshape, a.shape, memory_order(a))
 
 
-# The largest finite value of each floating dtype, by NumPy dtype name (bfloat16's is
-# ml_dtypes'), for uniform_'s bounds.
-_FLOAT_MAX = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38,
-              "float32": 3.4028234663852886e38, "float64": 1.7976931348623157e308}
-
-
 def _component(a) -> np.dtype:
     """The dtype the draws of `a` are made in: its own, or a complex dtype's real one (PyTorch
     fills a complex tensor through its real view, the real and imaginary parts of each
@@ -90,7 +85,7 @@ def _as_complex(a, values: np.ndarray) -> np.ndarray:
 def _uniform(a, low=0.0, high=1.0, generator=None):
     real = _component(a)
     _float_only(np.empty(0, real), "check_uniform_bounds")
-    top = _FLOAT_MAX[real.name]
+    top = float_max(real)  # (uniform_'s bounds)
     cpp = _dtype.from_numpy_dtype(real).cpp
     for value, name in ((low, "from"), (high, "to")):
         if not -top <= value <= top:  # (NaN too)

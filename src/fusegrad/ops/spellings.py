@@ -33,9 +33,9 @@ copy_ greater less greater_equal less_equal not_equal exp2 expm1 log2 log10 log1
 acos atan sinh cosh asinh acosh atanh erf erfc floor ceil trunc frac sgn isnan isinf isfinite
 logical_not bitwise_not square round nan_to_num atan2 floor_divide remainder fmod minimum fmax
 lerp addcmul addcdiv logical_and logical_or logical_xor bitwise_and bitwise_or bitwise_xor
-arcsin arccos arctan arcsinh arccosh arctanh arctan2 fix moveaxis amin max min argmax argmin
+arcsin arccos arctan arcsinh arccosh arctanh arctan2 fix amin max min argmax argmin
 prod var std logsumexp cumsum cumprod cummax cummin all any median mode
-kthvalue topk msort flatten unflatten movedim broadcast_to repeat tile split chunk
+kthvalue topk msort flatten unflatten broadcast_to repeat tile split chunk
 unsafe_split unsafe_chunk transpose_ tensor_split flip fliplr flipud roll tril triu diagonal
 diag_embed diag trace index_select gather take_along_dim scatter scatter_add index_add
 masked_fill masked_select nonzero argwhere index_put outer addmm baddbmm addmv bincount isclose
@@ -137,6 +137,8 @@ METHODS: dict[str, tuple[str, ...]] = {
     "where": ("method", "_functions.methods._where_method"),
     "norm": ("method", "_functions.methods._norm_method"),
     "count_nonzero": ("method", "_functions.reduction._count_nonzero_method"),
+    "movedim": ("method", "_functions.shape._movedim_method"),
+    "moveaxis": ("method", "_functions.shape._movedim_method"),
     "lu": ("method", "_functions.methods._lu_method"),
     "slice": ("method", "_functions.methods._slice_method"),
     "split": ("method", "_functions.methods._split_method"),

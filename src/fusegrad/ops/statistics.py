@@ -499,7 +499,8 @@ dist = register(
     samples=lambda rng, dt: [Sample((rand_array(rng, a, dt), rand_array(rng, b, dt), p),
                                     name=f"{a} {b} {p}")
                              for a, b, p in (((3, 4), (3, 4), 2), ((3, 4), (4,), 1),
-                                             ((5,), (), 3.5), ((2, 3), (2, 3), math.inf))])
+                                             ((5,), (), 3.5), ((2, 3), (2, 3), math.inf))],
+    tensors_only=("input", "other"))
 
 # ---------------------------------------------------------------- renorm
 

@@ -397,6 +397,15 @@ def _loaded_publics() -> list:
     return _PUBLICS
 
 
+# The operands composites take as tensors only, as `OpDef.tensors_only` declares an op's
+# (PyTorch's parser refuses a number there: `torch.outer(x, 2.0)`).
+COMPOSITE_TENSORS_ONLY: dict[str, tuple[str, ...]] = {
+    "allclose": ("input", "other"), "equal": ("input", "other"), "outer": ("input", "vec2"),
+    "ger": ("input", "vec2"), "kron": ("input", "other"), "inner": ("input", "other"),
+    "matmul": ("input", "other"),
+}
+
+
 def tensors_only(name: str, method: bool = False, load: bool = True) -> tuple[str, ...] | None:
     """The operands public name `name` (a top-level function, or with `method` a Tensor
     method) takes as tensors only, by PyTorch's parameter names: its op's
@@ -420,4 +429,4 @@ def tensors_only(name: str, method: bool = False, load: bool = True) -> tuple[st
             return None
         if deferred.load_until(lambda: name in _loaded_publics()[1]):
             found = _loaded_publics()
-    return found[2].get(name, ())
+    return found[2].get(name, ()) or COMPOSITE_TENSORS_ONLY.get(name, ())

@@ -188,11 +188,16 @@ def _float_input(name: str, input: Tensor):
     return input.detach().numpy().astype(dt.np), dt
 
 
-def _bessel_unary(name: str, kernel, doc: str):
+def _bessel_unary(name: str, kernel, doc: str, odd: bool | None = None):
+    """`name` computed by `kernel` in float64; `odd` (for i0 and i1: whether the function
+    is odd) gives float32 PyTorch's overflow of exp(|x|) in its float32 kernel."""
     def fn(input: Tensor, *, out: Tensor | None = None) -> Tensor:
         x, dt = _float_input(name, input)
         values = kernel(np.asarray(x, np.float64).reshape(-1)).reshape(x.shape)
-        return Tensor._make(np.asarray(values.astype(dt.np)), dt)
+        values = np.asarray(values.astype(dt.np))
+        if odd is not None and dt is _dtype.float32:
+            values = _M.float32_exp_overflow(values, x, odd)
+        return Tensor._make(values, dt)
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = doc
     return fn
@@ -204,10 +209,12 @@ bessel_y1 = _bessel_unary("bessel_y1", lambda x: _bessel.y_values(x, 1),
                           "The Bessel function of the second kind of order 1.")
 modified_bessel_i0 = _bessel_unary("modified_bessel_i0",
                                    lambda x: _bessel.modified_i_values(x, 0),
-                                   "The modified Bessel function of the first kind, order 0.")
+                                   "The modified Bessel function of the first kind, order 0.",
+                                   odd=False)
 modified_bessel_i1 = _bessel_unary("modified_bessel_i1",
                                    lambda x: _bessel.modified_i_values(x, 1),
-                                   "The modified Bessel function of the first kind, order 1.")
+                                   "The modified Bessel function of the first kind, order 1.",
+                                   odd=True)
 modified_bessel_k0 = _bessel_unary("modified_bessel_k0",
                                    lambda x: _bessel.k_values(x, 0, False),
                                    "The modified Bessel function of the second kind, order 0.")
