@@ -27,12 +27,15 @@ class OptimizedModule(Module):
             # keyword, always-called) hooks, which the compiled code does not: run exactly
             # that, eagerly.
             return mod(*args, **kwargs)
+        own_call = type(mod).__call__
         if mod._forward_pre_hooks or mod._forward_hooks or "forward" in mod.__dict__ or \
-                hooked:
-            # `mod(...)` runs its forward hooks, every module's forward hooks or an
-            # instance's own forward, which the compiled class forward does not: the whole
-            # call is compiled instead (as PyTorch compiles `_call_impl`), its hooks traced
-            # with the forward (capture guards the global hooks it traced).
+                hooked or (own_call is not Module._call_plain and
+                           own_call is not Module._call_with_global_hooks):
+            # `mod(...)` runs its forward hooks, every module's forward hooks, an instance's
+            # own forward or the class's own `__call__`, which the compiled class forward
+            # does not: the whole call is compiled instead (as PyTorch compiles the module's
+            # `__call__`), its hooks traced with the forward (capture guards the global hooks
+            # it traced).
             call = self._compiled_call
             if call is None:
                 call = self._compiled_call = self._compiled_forward.with_function(

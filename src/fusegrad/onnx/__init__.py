@@ -8,6 +8,7 @@ so the registry is the only list of exportable ops. The `onnx` package is needed
 
 from ._graph import UnsupportedOperatorError
 from ._program import ONNXProgram
-from .export import TrainingMode, export
+from .export import TrainingMode, export, is_in_onnx_export
 
-__all__ = ["ONNXProgram", "TrainingMode", "UnsupportedOperatorError", "export"]
+__all__ = ["ONNXProgram", "TrainingMode", "UnsupportedOperatorError", "export",
+           "is_in_onnx_export"]

@@ -891,6 +891,16 @@ _DEFAULT_ONLY = {"custom_translation_table": None,
                  "custom_opsets": None, "export_modules_as_functions": False}
 
 
+# How many `export` calls are running the model now (`is_in_onnx_export`).
+_exporting = 0
+
+
+def is_in_onnx_export() -> bool:
+    """Whether an ONNX export is running the model now (PyTorch's `torch.onnx.
+    is_in_onnx_export`: a forward may take an export-friendly path)."""
+    return _exporting > 0
+
+
 def export(model: Any, args: Any = (), f: Any = None, *, kwargs: dict | None = None,
            verbose: bool | None = None, input_names: list[str] | None = None,
            output_names: list[str] | None = None, opset_version: int | None = None,
@@ -938,11 +948,16 @@ def export(model: Any, args: Any = (), f: Any = None, *, kwargs: dict | None = N
             dynamic_shapes, model, args, input_names)}
         input_names = input_names or [_arg_name(model, i) for i in range(len(args))]
     _validate_dynamic_axes(dynamic_axes, input_names, output_names)
-    proto = capture(model, args, opset, do_constant_folding, export_params,
-                    input_names, output_names, dynamic_axes, kwargs=kwargs, training=mode,
-                    keep_initializers_as_inputs=keep_initializers_as_inputs)[0]
-    _check_dynamic_axes(proto, model, args, opset, do_constant_folding, export_params,
-                        input_names, output_names, dynamic_axes, kwargs, mode)
+    global _exporting
+    _exporting += 1
+    try:
+        proto = capture(model, args, opset, do_constant_folding, export_params,
+                        input_names, output_names, dynamic_axes, kwargs=kwargs, training=mode,
+                        keep_initializers_as_inputs=keep_initializers_as_inputs)[0]
+        _check_dynamic_axes(proto, model, args, opset, do_constant_folding, export_params,
+                            input_names, output_names, dynamic_axes, kwargs, mode)
+    finally:
+        _exporting -= 1
     onnx.checker.check_model(proto)
     if verbose:
         printer = getattr(onnx, "printer", None)

@@ -54,6 +54,7 @@ from .functional_call import call_functional, is_functional_call
 from .guards import _is_plain_data, array_tensor
 from .objects import (
     FOLLOWED_PACKAGES,
+    _call_layer,
     _module_class,
     call_object,
     call_object_slot,
@@ -62,6 +63,7 @@ from .objects import (
     extreme,
     follow_outside,
     holds_real,
+    is_layer_class,
     new_object,
     note_made_layer,
     weak_reference,
@@ -286,8 +288,15 @@ def _is_pure_numpy(f) -> bool:
     return (mod == "numpy" or mod.startswith("numpy.")) and "random" not in mod
 
 
+# Modules whose Python functions are called for real, not inlined (a call is a break, as
+# Dynamo skips them): `warnings` swaps its module's filters and functions, statement by
+# statement a side effect.
+_NOT_INLINED_MODULES = frozenset({"warnings"})
+
+
 def _is_user_function(f) -> bool:
-    return isinstance(f, types.FunctionType) and not _is_fusegrad_function(f)
+    return isinstance(f, types.FunctionType) and not _is_fusegrad_function(f) and \
+        f.__module__ not in _NOT_INLINED_MODULES
 
 
 def _has_tensor(values) -> bool:
@@ -531,6 +540,13 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
         return _evaluate(tr, f, args, kwargs)
     if _is_module(f):
         return _call_module(tr, fn, args, kwargs)
+    if args and _module_own_call(f):
+        # `Module.__call__(module, ...)` (a class's own `__call__` calling `super().__call__`):
+        # the module's forward between its hooks
+        if isinstance(args[0], ObjectVariable) and is_layer_class(args[0].cls):
+            return _call_layer(tr, args[0], list(args[1:]), kwargs)
+        if _is_module(getattr(args[0], "value", None)):
+            return _call_module(tr, args[0], list(args[1:]), kwargs, plain=True)
     if _is_user_function(f):
         return inline(tr, f, args, kwargs)
     name = getattr(f, "__qualname__", None) or getattr(f, "__name__", type(f).__name__)
@@ -548,11 +564,14 @@ def _constant_queries() -> tuple:
 
 
 @functools.cache
-def _is_tracing():
-    """`jit.is_tracing` (imported on first use: jit imports the compiler's package)."""
-    from ... import jit
+def _guarded_queries() -> tuple:
+    """Library questions answered now and guarded, as Dynamo folds them: `jit.is_tracing()`
+    (True while a `jit.trace` recording runs the compiled code) and
+    `onnx.is_in_onnx_export()` (while an export runs the model). Imported on first use: jit
+    imports the compiler's package."""
+    from ... import jit, onnx
 
-    return jit.is_tracing
+    return jit.is_tracing, onnx.is_in_onnx_export
 
 
 @functools.cache
@@ -618,12 +637,13 @@ def _library_call(tr, f, args: list, kwargs: dict) -> Variable | None:
             return ConstantVariable(answer)
     if f is _sdpa_kernel():
         return _sdpa_kernel_context(args, kwargs)
-    if f is _is_tracing() and not args and not kwargs:
-        # Folded to its answer now (False, unless a `jit.trace` recording runs the compiled
-        # code), guarded so that a call under the other answer captures again.
+    if not args and not kwargs and any(f is q for q in _guarded_queries()):
+        # Folded to its answer now (False, unless a `jit.trace` recording or an ONNX export
+        # runs the compiled code), guarded so that a call under the other answer captures
+        # again.
         answer = f()
         guards = tr.builder.guards
-        guards.add(f"{guards.ref(f, 'is_tracing')}() is {answer}")
+        guards.add(f"{guards.ref(f, 'query')}() is {answer}")
         return ConstantVariable(answer)
     if isinstance(f, functools._lru_cache_wrapper) and \
             isinstance(getattr(f, "__wrapped__", None), types.FunctionType) and \
@@ -1049,12 +1069,22 @@ _HOOK_TABLES = ("_forward_pre_hooks", "_forward_hooks", "_backward_hooks",
                 "_backward_pre_hooks")
 
 
-def _call_module(tr, fn: Variable, args, kwargs, real=None) -> Variable:
+def _call_module(tr, fn: Variable, args, kwargs, real=None, plain: bool = False) -> Variable:
     """`module(*args)`: inline what `Module.__call__` runs, its `forward` (an instance
     attribute shadows the class's), between its hooks. `fn` holds the module, or is the
-    variable of a module from outside followed by its attributes (`real`: the module)."""
+    variable of a module from outside followed by its attributes (`real`: the module).
+    `plain`: `Module.__call__` itself, whatever the class's own `__call__` is."""
     mod = fn.value if real is None else real
     src = tr.guard_root(fn)
+    own_call = type(mod).__call__
+    if not plain and not _module_own_call(own_call):
+        # A class's own `__call__` (`super().__call__(x) * 2`) does what it says, inlined;
+        # its `super().__call__` comes back here (`_module_call_function`).
+        if not isinstance(own_call, types.FunctionType) or src is None:
+            raise Unsupported(f"{type(mod).__name__} overrides __call__")
+        guards = tr.builder.guards
+        guards.add(f"type({src}).__call__ is {guards.ref(own_call, 'fn')}")
+        return inline(tr, own_call, [fn] + list(args), kwargs)
     pre, post = _forward_hooks(mod)
     if (pre or post) and src is None:
         raise Unsupported("a module with hooks")  # nothing to guard the hooks on
@@ -1095,6 +1125,14 @@ def _call_module(tr, fn: Variable, args, kwargs, real=None) -> Variable:
         if not (isinstance(res, ConstantVariable) and res.value is None):
             result = res
     return result
+
+
+def _module_own_call(f) -> bool:
+    """Whether `f` is `Module.__call__` (either of the two it swaps between), not a class's
+    own `__call__`."""
+    from ...nn import Module
+
+    return f is Module._call_plain or f is Module._call_with_global_hooks
 
 
 def _global_forward_hooks(tr) -> tuple[list, list]:

@@ -39,6 +39,11 @@ from .variables import (
     ignored_region_exit,
 )
 
+# Context managers not inlined (a `with` over one is a break): fusegrad's own change global
+# modes, and `warnings.catch_warnings` swaps the warnings module's filters and functions
+# (each of its statements would be a break, and Dynamo skips it too).
+_NOT_INLINED_MANAGERS = ("fusegrad", "warnings")
+
 
 def _record_function_class() -> type:
     from ...profiler import record_function
@@ -301,7 +306,7 @@ class ExceptionOpcodes:
             cm = GradModeVariable(type(cm.value)._target)  # a kept `no_grad()` object
         cls = type(cm.value) if isinstance(cm, ConstantVariable) else None
         if cls is not None and not _is_plain_data(cm.value) and \
-                not cls.__module__.startswith("fusegrad"):
+                not cls.__module__.startswith(_NOT_INLINED_MANAGERS):
             # A user's context manager written in Python: inline __enter__, and __exit__
             # later. (fusegrad's own, a kept no_grad() object, change global modes.)
             enter, exit_ = getattr(cls, "__enter__", None), getattr(cls, "__exit__", None)
@@ -315,7 +320,7 @@ class ExceptionOpcodes:
                 self.push(self.call(BoundFunctionVariable(enter, cm), [], {}))
                 return
         if isinstance(cm, ObjectVariable) and cm.mapping is None and \
-                not cm.cls.__module__.startswith("fusegrad"):
+                not cm.cls.__module__.startswith(_NOT_INLINED_MANAGERS):
             # A context manager made in the frame (`contextlib.nullcontext()`, a user's
             # class): its Python __enter__ inlined now and its __exit__ when the block ends
             # (what either does outside the frame is a break, as for any inlined code).

@@ -739,7 +739,7 @@ def _call_layer(tr, obj: ObjectVariable, args: list, kwargs: dict) -> Variable:
         # (its hooks, and the hooks registered for every module, inlined around forward
         # as for a module the graph holds as a constant; all of them guarded)
         real = next(r for v, r in tr.builder.followed if v is obj)
-        return _call_module(tr, obj, args, kwargs, real)
+        return _call_module(tr, obj, args, kwargs, real, plain=True)
     for table in _LAYER_HOOK_TABLES:
         hooks = obj.items.get(table)
         if not isinstance(hooks, DictVariable) or hooks.items:

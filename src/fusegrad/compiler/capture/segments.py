@@ -449,7 +449,8 @@ class FrameRunner:
             guard_mark = builder.guards.mark()
             n_stores = len(builder.stores)
             # An inlined call that breaks may already have changed containers of the frame
-            # (advanced an iterator, appended to a list): the break needs them as before.
+            # (advanced an iterator, appended to a list, a context manager's inlined
+            # `__enter__` marked it entered): the break needs them as before.
             saved = _snapshot(before_stack + list(before_locals.values())) \
                 if tr.insts[tr.pc].opname in _CALL_OPCODES else ()
             try:
@@ -620,7 +621,7 @@ class FrameRunner:
                                   self._run_concrete)
 
 
-_CALL_OPCODES = {"CALL", "CALL_KW", "CALL_FUNCTION_EX"}
+_CALL_OPCODES = {"CALL", "CALL_KW", "CALL_FUNCTION_EX", "BEFORE_WITH"}
 
 
 def _inlined_frames(tr: Translator, error: BaseException) -> tuple:
