@@ -173,6 +173,27 @@ static void transpose_panel(const float *x, i64 ldx, i64 i0, i64 rows, i64 k, fl
 #define NT_TILE(R) \
     case R: tile(R, w + j * ldw, ldw, 1, panel, NR, block, NR, 0, k, full); break;
 
+/* Rows i0..i0 + rows - 1 of C = X @ W^T (+ bias), its columns j0..j1 - 1: `panel` holds
+   those rows of X transposed (`transpose_panel`); each MR x NR tile of the product
+   transposed (block[t * NR + col] = C[i0 + col][j + t]) is written back with the biases. */
+static void nt_panel(const float *panel, const float *w, float *c, const float *bias, i64 ldw,
+                     i64 ldc, i64 k, i64 i0, i64 rows, i64 j0, i64 j1) {
+    const __mmask16 full[NV] = {0xffff, 0xffff};
+    float block[MR * NR];
+    for (i64 j = j0; j < j1; j += MR) {
+        const int mr = j1 - j < MR ? (int)(j1 - j) : MR;
+        switch (mr) {
+            NT_TILE(1) NT_TILE(2) NT_TILE(3) NT_TILE(4) NT_TILE(5) NT_TILE(6) NT_TILE(7)
+            NT_TILE(8) NT_TILE(9) NT_TILE(10) NT_TILE(11) NT_TILE(12)
+            default: break;
+        }
+        for (i64 col = 0; col < rows; col++)
+            for (int t = 0; t < mr; t++)
+                c[(i0 + col) * ldc + j + t] = bias ? block[t * NR + col] + bias[j + t]
+                                                   : block[t * NR + col];
+    }
+}
+
 /* Row panels first..last - 1 (NR rows each) of C = X @ W^T (+ bias): X's rows (m x k) and
    W's rows (n x k) runs of unit stride (row strides ldx, ldw), C row-major (ldc). Each panel
    transposes its own rows of X into its part of `work` (k x NR values per panel) and writes
@@ -180,24 +201,11 @@ static void transpose_panel(const float *x, i64 ldx, i64 i0, i64 rows, i64 k, fl
    the `fg_sgemm_f32` tile's, the same bits as `(W @ X^T)^T` computed whole. */
 void fg_sgemm_nt_f32(const float *x, const float *w, float *c, const float *bias, float *work,
                      i64 ldx, i64 ldw, i64 ldc, i64 m, i64 k, i64 n, i64 first, i64 last) {
-    const __mmask16 full[NV] = {0xffff, 0xffff};
-    float block[MR * NR];
     for (i64 p = first; p < last; p++) {
         const i64 i0 = p * NR, rows = m - i0 < NR ? m - i0 : NR;
         float *panel = work + p * k * NR;
         transpose_panel(x, ldx, i0, rows, k, panel);
-        for (i64 j = 0; j < n; j += MR) {
-            const int mr = n - j < MR ? (int)(n - j) : MR;
-            switch (mr) {  /* block[t * NR + col] = C[i0 + col][j + t] */
-                NT_TILE(1) NT_TILE(2) NT_TILE(3) NT_TILE(4) NT_TILE(5) NT_TILE(6) NT_TILE(7)
-                NT_TILE(8) NT_TILE(9) NT_TILE(10) NT_TILE(11) NT_TILE(12)
-                default: break;
-            }
-            for (i64 col = 0; col < rows; col++)
-                for (int t = 0; t < mr; t++)
-                    c[(i0 + col) * ldc + j + t] = bias ? block[t * NR + col] + bias[j + t]
-                                                       : block[t * NR + col];
-        }
+        nt_panel(panel, w, c, bias, ldw, ldc, k, i0, rows, 0, n);
     }
 }
 
@@ -210,8 +218,6 @@ void fg_sgemm_nt_f32(const float *x, const float *w, float *c, const float *bias
 void fg_sgemm_nt_cols_f32(const float *x, const float *w, float *c, const float *bias, i64 ldx,
                           i64 ldw, i64 ldc, i64 m, i64 k, i64 n, i64 first, i64 last) {
     (void)n;
-    const __mmask16 full[NV] = {0xffff, 0xffff};
-    float block[MR * NR];
     float *panel = malloc((size_t)(k * NR) * sizeof(float));
     if (!panel) {  /* each element as the tile sums it: in order from zero, then the bias */
         for (i64 i = 0; i < m; i++)
@@ -225,18 +231,7 @@ void fg_sgemm_nt_cols_f32(const float *x, const float *w, float *c, const float 
     for (i64 i0 = 0; i0 < m; i0 += NR) {
         const i64 rows = m - i0 < NR ? m - i0 : NR;
         transpose_panel(x, ldx, i0, rows, k, panel);
-        for (i64 j = first; j < last; j += MR) {
-            const int mr = last - j < MR ? (int)(last - j) : MR;
-            switch (mr) {  /* block[t * NR + col] = C[i0 + col][j + t] */
-                NT_TILE(1) NT_TILE(2) NT_TILE(3) NT_TILE(4) NT_TILE(5) NT_TILE(6) NT_TILE(7)
-                NT_TILE(8) NT_TILE(9) NT_TILE(10) NT_TILE(11) NT_TILE(12)
-                default: break;
-            }
-            for (i64 col = 0; col < rows; col++)
-                for (int t = 0; t < mr; t++)
-                    c[(i0 + col) * ldc + j + t] = bias ? block[t * NR + col] + bias[j + t]
-                                                       : block[t * NR + col];
-        }
+        nt_panel(panel, w, c, bias, ldw, ldc, k, i0, rows, first, last);
     }
     free(panel);
 }
