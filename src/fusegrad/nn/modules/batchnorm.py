@@ -182,7 +182,10 @@ class SyncBatchNorm(_BatchNorm):
             return None
         from ... import distributed as dist
 
-        if not dist.is_initialized():
+        # The default group read where `dist.is_initialized()` would be called: compiled code
+        # reads (and guards) the attribute, where the call would break the graph of every
+        # model converted for distributed training.
+        if dist.GroupMember.WORLD is None:
             return None
         group = self.process_group if self.process_group else dist.group.WORLD
         return group if dist.get_world_size(group) > 1 else None
