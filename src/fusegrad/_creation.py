@@ -17,7 +17,7 @@ from . import _random_draws as _draws
 from ._device import cpu as _cpu
 from ._device import device as _device_cls
 from ._device import meta as _META
-from ._scalar_conversion import fill_value, half_input
+from ._scalar_conversion import check_python_int, fill_value, half_input
 from ._shapes import FORMAT_ORDERS, format_order, in_memory_order, memory_order, strides_order
 from ._symbolic import size_int
 from ._tensor import (
@@ -674,9 +674,14 @@ def arange(start=None, end=None, step=1, *, out=None, dtype=None, layout=None, d
             _dtype.python_scalar(v) if isinstance(v, np.generic) else v
             for v in (start, end, step)]
     start, end, step = vals
+    for v in vals:  # (numbers beyond int64 and uint64 are refused as arguments)
+        check_python_int(v)
     if dtype is None:
         dtype = (_dtype.defaults.float if any(isinstance(v, float) for v in vals)
                  else _dtype.int64)
+    if not dtype.is_floating_point and any(v.__class__ is int and v >= 1 << 63 for v in vals):
+        # (an integer range is reckoned in int64, which a uint64 number overflows)
+        raise RuntimeError("value cannot be converted to type int64_t without overflow")
     if dtype is _dtype.bool_ or dtype.is_complex:
         raise NotImplementedError(f'"arange_cpu" not implemented for \'{dtype.legacy}\'')
     if not (step > 0 or step < 0):  # (a NaN step too)

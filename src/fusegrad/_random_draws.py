@@ -166,9 +166,25 @@ def _sincos_avx(x: np.ndarray) -> tuple:
     return sin, cos
 
 
+_HUGE_FACTOR = 2.0 ** 996  # above this, Dekker's split of the factor overflows
+_RESCALE = 64
+
+
 def _fma64(a, b, c) -> np.ndarray:
     """a * b + c in float64 with one rounding (exact product by Dekker's split)."""
     a = np.asarray(a, np.float64)
+    if np.ndim(b) == 0 and abs(float(b)) >= _HUGE_FACTOR:
+        # b * (2**27 + 1) would overflow to inf and turn every value into NaN, so compute
+        # in a range scaled down by a power of two (exact) and scale the result back.
+        # A zero factor keeps `c` untouched: scaling a tiny `c` down could lose its bits.
+        down = math.ldexp(1.0, -_RESCALE)
+        scaled = _fma64_core(a, float(b) * down, np.multiply(c, down))
+        with np.errstate(over="ignore"):
+            return np.where(a == 0, c, scaled * math.ldexp(1.0, _RESCALE))
+    return _fma64_core(a, b, c)
+
+
+def _fma64_core(a: np.ndarray, b, c) -> np.ndarray:
     p = a * b
     split = 134217729.0  # 2**27 + 1
     ah = a * split

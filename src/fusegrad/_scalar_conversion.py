@@ -59,6 +59,27 @@ def half_input(values, dt: np.dtype):
     return np.array(values, dtype=np.float32)
 
 
+_INT64_MIN = -(1 << 63)
+_UINT64_END = 1 << 64
+
+
+def python_int_error(value: int) -> OverflowError | None:
+    """PyTorch's error for Python int `value` passed as a number argument, or None: its
+    argument parser takes an int as int64, or as uint64 past int64's largest, and refuses any
+    other (whatever the tensor's dtype, float32 included)."""
+    if _INT64_MIN <= value < _UINT64_END:
+        return None
+    if value < 0:
+        return OverflowError("can't convert negative int to unsigned")
+    return OverflowError("int too big to convert")
+
+
+def check_python_int(value) -> None:
+    """Raise PyTorch's OverflowError when `value` is a Python int beyond int64 and uint64."""
+    if value.__class__ is int and (error := python_int_error(value)) is not None:
+        raise error
+
+
 def checked_scalar(value, dt: np.dtype):
     """Python number `value` as PyTorch converts a fill value (fill_, masked_fill, clamp
     bounds) for an array of NumPy dtype `dt`: an unsigned integer dtype takes negative ints
@@ -90,9 +111,13 @@ def checked_scalar(value, dt: np.dtype):
                 return value
             if kind == "u" and -info.max <= value < 0:
                 return value + info.max + 1
+            if (error := python_int_error(value)) is not None:
+                raise error
         elif info.min <= value <= info.max:  # a float (False for NaN)
             return value
     elif kind == "f" or dt.char == "E":
+        if cls is int and (error := python_int_error(value)) is not None:
+            raise error  # (refused before any conversion, as PyTorch's argument parser does)
         # (float64's own values are all in range)
         limit = None if dt.char == "d" else float_max(dt)
         if limit is None or -limit <= value <= limit or value != value or \

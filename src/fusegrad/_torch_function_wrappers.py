@@ -520,6 +520,24 @@ _LIST_REFUSING = frozenset({
     "input", "other", "index", "mask", "src", "source", "mat1", "mat2", "vec", "vec1", "vec2",
     "batch1", "batch2", "tensor1", "tensor2", "exponent", "end", "A", "B", "LU"})
 _NUMBERS = (int, float, complex, np.generic)
+_DIMS_PARAMETERS: dict = {}  # function -> `_dims_parameters(function)`
+
+
+def _dims_parameters(fn) -> dict:
+    """The parameters of `fn` (unwrapped) whose annotation declares ints, not tensors, though
+    PyTorch's schemas give their name to tensors elsewhere: movedim's `source` is a dim (or
+    dims), index_copy's a tensor. The names alone cannot tell them apart; the annotation
+    (a string, under postponed evaluation) does. Name -> annotation."""
+    found = _DIMS_PARAMETERS.get(fn)
+    if found is None:
+        raw = fn
+        while (inner := getattr(raw, "__wrapped__", None)) is not None:
+            raw = inner
+        notes = getattr(raw, "__annotations__", None) or {}
+        found = _DIMS_PARAMETERS[fn] = {
+            name: note for name, note in notes.items() if name in _TENSOR_PARAMETERS and
+            isinstance(note, str) and "int" in note and "Tensor" not in note}
+    return found
 
 
 def _int_like(v) -> bool:
@@ -568,7 +586,9 @@ def _refused_slots(fn, label: str, flags: int) -> tuple:
         return ()
     names = code.co_varnames[:code.co_argcount]
     start = 1 if label.startswith("torch.Tensor.") else 0  # (self is a tensor)
-    return tuple(i for i in range(start, len(names)) if names[i] in _LIST_REFUSING)
+    dims = _dims_parameters(fn)
+    return tuple(i for i in range(start, len(names))
+                 if names[i] in _LIST_REFUSING and names[i] not in dims)
 
 
 def _tensors_only(label: str, load: bool = True) -> tuple:
@@ -647,7 +667,9 @@ def _maybe_operands(fn, start: int) -> tuple:
     """The positions (from `start`) of `fn`'s positional parameters that an op's
     `tensors_only` could name."""
     names = _positional_names(fn)
-    return tuple(i for i in range(start, len(names)) if names[i] in _OPERAND_NAMES)
+    dims = _dims_parameters(fn)
+    return tuple(i for i in range(start, len(names))
+                 if names[i] in _OPERAND_NAMES and names[i] not in dims)
 
 
 def _plan_again() -> None:
@@ -754,6 +776,7 @@ def argument_error(info: list, args: tuple, kwargs: dict | None, before: bool = 
         return None
     names, positional = found
     defaults = None
+    dims = _dims_parameters(fn)
     for i, param in enumerate(names):
         if i < len(args) and i < positional:
             value, position = args[i], i + (0 if method else 1)
@@ -770,6 +793,12 @@ def argument_error(info: list, args: tuple, kwargs: dict | None, before: bool = 
                     continue
             if not accepts(value) and not _overridable(value):
                 return _not_tensor(name, param, position, value, expected)
+            continue
+        if param in dims:
+            # (a plain `int` refuses what has no `__index__`, a bool too, as PyTorch's parser)
+            if not before and dims[param] == "int" and not _overridable(value) and \
+                    (value.__class__ is bool or not hasattr(type(value), "__index__")):
+                return _not_tensor(name, param, position, value, "int")
             continue
         if (method and i == 0) or param not in _TENSOR_PARAMETERS or _overridable(value):
             continue

@@ -404,6 +404,9 @@ def _assigned_number(value, dtype):
     checked against the dtype's range as `fill_` checks it (uint8 takes -1 as 255), except
     that a half type takes it rounded (2 ** 31 into float16 is inf, where `fill_` refuses it)."""
     cls = value.__class__
+    if cls is int and not -(1 << 63) <= value < 1 << 63:
+        # (assignment reads an int as int64 only, for every dtype)
+        raise ValueError("Overflow when unpacking long long")
     if cls is not int and cls is not float:
         if not isinstance(value, (int, float, complex, np.integer, SymInt)) or \
                 isinstance(value, np.bool_):

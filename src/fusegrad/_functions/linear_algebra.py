@@ -118,7 +118,9 @@ def outer(input, vec2, *, out=None):
     return call(P.mul, reshape(input, (-1, 1)), vec2)
 
 
-ger = outer
+def ger(input, vec2, *, out=None):
+    """`outer` under its older name (a function of its own: PyTorch's messages name it)."""
+    return outer(input, vec2)
 
 
 def addmm(input, mat1, mat2, *, beta=1, alpha=1, out=None):

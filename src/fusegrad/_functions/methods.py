@@ -214,9 +214,37 @@ def _pos(self):
 _pos.__name__ = _pos.__qualname__ = "positive"  # PyTorch's name for `+x` and `x.positive()`
 
 
+def _foreign_operand(other) -> bool:
+    """Whether `other` is no operand of `@` for a tensor: PyTorch's `@` returns NotImplemented
+    for it (so Python's own message names both types). A NumPy array it converts; a type with
+    `__torch_function__` its handler takes."""
+    return not isinstance(other, Tensor) and other.__class__ is not np.ndarray and \
+        not hasattr(type(other), "__torch_function__")
+
+
+def _matmul(self, other):
+    """`self @ other`."""
+    if other.__class__ is not Tensor and _foreign_operand(other):
+        return NotImplemented
+    return matmul(self, other)
+
+
+_matmul.plain_path = matmul.plain_path  # (the wrapper's paths for two matrices: matmul's)
+_matmul.matrix_op = matmul.matrix_op
+
+
 def _rmatmul(self, other):
     """`other @ self`."""
+    if other.__class__ is not Tensor and _foreign_operand(other):
+        return NotImplemented
     return matmul(other, self)
+
+
+def _reversed(self):
+    """`reversed(x)`: `x.flip(0)`, a tensor (a 0-d tensor is returned itself)."""
+    if self.dim() == 0:
+        return self
+    return self.flip(0)
 
 
 def _rfloordiv(self, other):

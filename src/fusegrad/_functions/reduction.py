@@ -143,19 +143,38 @@ def _softmax_dtype(fn: str, dtype):
     return as_dtype(dtype)
 
 
-def softmax(input, dim=None, dtype=None, *, _stacklevel=3, axis=None, out=None):
+def _softmax_dim(name: str, dim, axis, method: bool):
+    """softmax's required int `dim`, given by position or keyword or as NumPy's `axis`, with
+    PyTorch's parser's errors: a missing dim, and None given for it (named by position when
+    passed so, the usual spelling; `axis=None` by keyword)."""
+    if axis is not _NOT_GIVEN:
+        if dim is not _NOT_GIVEN:
+            raise TypeError(f"{name}() got an unexpected keyword argument 'axis'")
+        if axis is None:
+            raise TypeError(f"{name}(): argument 'dim' must be int, not NoneType")
+        dim = axis
+    if dim is _NOT_GIVEN:
+        raise _args.missing(name, "dim")
+    if dim is None:
+        raise TypeError(f"{name}(): argument 'dim' (position {1 if method else 2}) must be "
+                        "int, not NoneType")
+    return _args.index(dim)
+
+
+def softmax(input, dim=_NOT_GIVEN, dtype=None, *, _stacklevel=3, axis=_NOT_GIVEN, out=None):
     """exp(x) / sum(exp(x)) along `dim`."""
-    if dim.__class__ is not int or axis is not None:
-        dim = _args.index(_args.required_dim("softmax", dim, axis))
+    if dim.__class__ is not int or axis is not _NOT_GIVEN:
+        dim = _softmax_dim("softmax", dim, axis, _args.is_method_copy(locals()))
     if dtype is not None:
         input = input.to(_softmax_dtype("softmax", dtype))
     return call(R.softmax, input, dim, False)
 
 
-def log_softmax(input, dim=None, dtype=None, *, _stacklevel=3, axis=None, out=None):
+def log_softmax(input, dim=_NOT_GIVEN, dtype=None, *, _stacklevel=3, axis=_NOT_GIVEN,
+                out=None):
     """log(softmax(x)) along `dim`, computed stably."""
-    if dim.__class__ is not int or axis is not None:
-        dim = _args.index(_args.required_dim("log_softmax", dim, axis))
+    if dim.__class__ is not int or axis is not _NOT_GIVEN:
+        dim = _softmax_dim("log_softmax", dim, axis, _args.is_method_copy(locals()))
     if dtype is not None:
         input = input.to(_softmax_dtype("log_softmax", dtype))
     return call(R.log_softmax, input, dim, False)
@@ -383,9 +402,47 @@ def _var_args(dim, unbiased, correction):
     return _dims(dim), correction
 
 
-def _var_like(op, name):
+_VAR_OVERLOADS = _args.Overloads(
+    ("Tensor input, int[] dim, bool unbiased=True, bool keepdim=False, *, Tensor out=None",
+     "Tensor input, int[] dim=None, *, Number correction=None, bool keepdim=False, "
+     "Tensor out=None",
+     "Tensor input, bool unbiased=True"),
+    ("int[] dim, bool unbiased=True, bool keepdim=False",
+     "int[] dim=None, *, Number correction=None, bool keepdim=False",
+     "bool unbiased=True"))
+_LOGIC_OVERLOADS = _args.Overloads(
+    ("Tensor input, *, Tensor out=None",
+     "Tensor input, int[] dim=None, bool keepdim=False, *, Tensor out=None",
+     "Tensor input, int dim, bool keepdim=False, *, Tensor out=None"),
+    ("", "int[] dim=None, bool keepdim=False", "int dim, bool keepdim=False"))
+
+
+def _refused_dtype(name: str, overloads, input, given: tuple, keywords: dict, method: bool):
+    """PyTorch's parser's TypeError for a `dtype=` these reductions have no parameter for
+    (`given`: the positional arguments after `input` up to the last one not at its default,
+    the usual spelling of the call; `keywords`: the others given, `dtype` last)."""
+    at = 0
+    while at < len(given) and given[at][1] is not given[at][0]:
+        at += 1  # (the leading arguments not at their defaults: by position)
+    args = tuple(value for _, value in given[:at])
+    names = ("dim", "unbiased", "keepdim") if len(given) == 3 else ("dim", "keepdim")
+    named = {k: v for (default, v), k in zip(given[at:], names[at:]) if v is not default}
+    named.update((k, v) for k, v in keywords.items() if v is not _NOT_GIVEN)
+    if overloads is None:
+        raise TypeError(f"{name}() got an unexpected keyword argument 'dtype'")
+    _args.parsed(name, overloads, input, args, named, method)
+    raise TypeError(f"{name}() got an unexpected keyword argument 'dtype'")  # (not reached)
+
+
+def _var_like(op, name, overloads=None):
     def fn(input, dim=None, unbiased=None, keepdim=False, *, correction=None, out=None,
-           axis=None, keepdims=None):
+           axis=None, keepdims=None, dtype=_NOT_GIVEN):
+        if dtype is not _NOT_GIVEN:  # (no overload takes one)
+            _refused_dtype(name, overloads, input,
+                           ((None, dim), (None, unbiased),
+                            (False if keepdim is False else _NOT_GIVEN, keepdim)),
+                           {"correction": _NOT_GIVEN if correction is None else correction,
+                            "dtype": dtype}, _args.is_method_copy(locals()))
         if axis is not None or keepdims is not None:
             dim, keepdim = _numpy(name, dim, keepdim, axis, keepdims)
         dims, correction = _var_args(dim, unbiased, correction)
@@ -397,10 +454,14 @@ def _var_like(op, name):
     return fn
 
 
-var = _var_like(R.var, "var")
-std = _var_like(R.std, "std")
-var_mean = _var_like(R.var_mean, "var_mean")
-std_mean = _var_like(R.std_mean, "std_mean")
+var = _var_like(R.var, "var", _VAR_OVERLOADS)
+std = _var_like(R.std, "std", _VAR_OVERLOADS)
+_VAR_MEAN_OVERLOADS = _args.Overloads(
+    ("Tensor input, int[] dim, bool unbiased=True, bool keepdim=False",
+     "Tensor input, int[] dim=None, *, Number correction=None, bool keepdim=False",
+     "Tensor input, bool unbiased=True"), ())
+var_mean = _var_like(R.var_mean, "var_mean", _VAR_MEAN_OVERLOADS)
+std_mean = _var_like(R.std_mean, "std_mean", _VAR_MEAN_OVERLOADS)
 
 
 def _vector_norm(input, ord=2, dim=None, keepdim=False, *, dtype=None, out=None):
@@ -504,7 +565,12 @@ def _logic(name):
     op_all, op_dim, op_dims = (REGISTRY[name], REGISTRY[name + ".dim"],
                                REGISTRY[name + ".dims"])
 
-    def fn(input, dim=None, keepdim=False, *, out=None, axis=None, keepdims=None):
+    def fn(input, dim=None, keepdim=False, *, out=None, axis=None, keepdims=None,
+           dtype=_NOT_GIVEN):
+        if dtype is not _NOT_GIVEN:  # (no overload takes one)
+            _refused_dtype(name, _LOGIC_OVERLOADS, input,
+                           ((None, dim), (False if keepdim is False else _NOT_GIVEN, keepdim)),
+                           {"dtype": dtype}, _args.is_method_copy(locals()))
         if axis is not None or keepdims is not None:
             dim, keepdim = _numpy(name, dim, keepdim, axis, keepdims)
         if dim is None:
@@ -527,7 +593,7 @@ def _count_nonzero_error(method: bool, args: tuple, keywords: dict) -> TypeError
     positional ones after `input`; `keywords` in the order of the call), with its note under
     each overload when the call gives as many arguments as the overload has."""
     def name(v) -> str:
-        return python_type_name(v)
+        return "torch.dtype" if isinstance(v, _dtype_cls) else python_type_name(v)
 
     def listed(items: list, keywords_only: bool) -> str:
         # (keywords alone each end in ", ", as PyTorch writes them)
@@ -561,11 +627,12 @@ def _count_nonzero_refused(dim) -> bool:
         dim is None or hasattr(dim, "__index__") or isinstance(dim, (list, tuple)))
 
 
-def _count_nonzero(input, dims: tuple, dim, axis, keepdim, method: bool):
-    if keepdim is not _NOT_GIVEN or (len(dims) == 1 and _count_nonzero_refused(dims[0])) or \
-            _count_nonzero_refused(dim):
-        # (PyTorch's count_nonzero has no `keepdim`; a float or str dim fits no overload)
-        keywords = {k: v for k, v in (("dim", dim), ("keepdim", keepdim))
+def _count_nonzero(input, dims: tuple, dim, axis, keepdim, method: bool, dtype=_NOT_GIVEN):
+    if keepdim is not _NOT_GIVEN or dtype is not _NOT_GIVEN or \
+            (len(dims) == 1 and _count_nonzero_refused(dims[0])) or _count_nonzero_refused(dim):
+        # (PyTorch's count_nonzero has no `keepdim` nor `dtype`; a float or str dim fits no
+        # overload)
+        keywords = {k: v for k, v in (("dim", dim), ("keepdim", keepdim), ("dtype", dtype))
                     if v is not None and v is not _NOT_GIVEN}
         raise _count_nonzero_error(method, dims, keywords)
     if dims:
@@ -584,17 +651,18 @@ def _count_nonzero(input, dims: tuple, dim, axis, keepdim, method: bool):
     return call(R.count_nonzero, input, dim) if dim else call(R.count_nonzero_all, input)
 
 
-def count_nonzero(input, *dims, dim=None, axis=None, keepdim=_NOT_GIVEN):
+def count_nonzero(input, *dims, dim=None, axis=None, keepdim=_NOT_GIVEN, dtype=_NOT_GIVEN):
     """Number of nonzero elements, overall or along `dim`. The method takes the dims spread
-    out too (`x.count_nonzero(0, 1)`), as PyTorch's does. There is no `keepdim`: it is
-    refused with PyTorch's message."""
-    return _count_nonzero(input, dims, dim, axis, keepdim, False)
+    out too (`x.count_nonzero(0, 1)`), as PyTorch's does. There is no `keepdim` nor `dtype`:
+    they are refused with PyTorch's message."""
+    return _count_nonzero(input, dims, dim, axis, keepdim, False, dtype)
 
 
-def _count_nonzero_method(self, *dims, dim=None, axis=None, keepdim=_NOT_GIVEN):
+def _count_nonzero_method(self, *dims, dim=None, axis=None, keepdim=_NOT_GIVEN,
+                          dtype=_NOT_GIVEN):
     """`Tensor.count_nonzero`: the function, but PyTorch's messages name the method's
     overloads (no `input`)."""
-    return _count_nonzero(self, dims, dim, axis, keepdim, True)
+    return _count_nonzero(self, dims, dim, axis, keepdim, True, dtype)
 
 
 _MEDIAN = _args.Overloads(
@@ -653,6 +721,12 @@ def topk(input, k, dim=-1, largest=True, sorted=True, *, out=None, axis=None):  
     """The k largest (or smallest) values and their indices along `dim`."""
     if axis is not None:
         dim = _args.axis("topk", dim, axis, -1)
+    if k.__class__ is not int or dim.__class__ is not int:
+        # PyTorch's parser takes ints only (named by position, the usual spelling)
+        first = 1 if _args.is_method_copy(locals()) else 2
+        for param, value, at in (("k", k, first), ("dim", dim, first + 1)):
+            if _not_int(value):
+                raise _wrong_type("topk", param, {param: f" (position {at})"}, value, "int")
     return _rt("topk", call(R.topk, input, k, dim, largest, sorted))
 
 

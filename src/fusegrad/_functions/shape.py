@@ -260,13 +260,31 @@ _MOVEDIM = _args.Overloads(
     ("int source, int destination", "int[] source, int[] destination"))
 
 
-def _movedim(input, args: tuple, kwargs: dict, method: bool):
-    if len(args) == 2 and not kwargs and (
-            args[0].__class__ is int and args[1].__class__ is int or
-            args[0].__class__ in (list, tuple) and args[1].__class__ in (list, tuple)):
-        source, destination = args
-    else:  # (PyTorch's parser: an int pair or a pair of int sequences, nothing else)
-        bound = _args.parsed("movedim", _MOVEDIM, input, args, kwargs, method)[1]
+_UNSET = object()  # (an argument not given: PyTorch's parser names the overloads)
+
+
+def _movedim(input, source, destination, method: bool, extra: tuple = (),
+             unknown: dict | None = None):
+    if source.__class__ is int and destination.__class__ is int and \
+            input.__class__ is Tensor and not extra and not unknown and input.ndim:
+        # The common call: one dim moved (taken out of the order, put back at its place).
+        n = input.ndim
+        source = wrap_dim(source, n)
+        order = list(range(n))
+        order.pop(source)
+        order.insert(wrap_dim(destination, n), source)
+        return call(S.permute, input, tuple(order))
+    if extra or unknown or not (
+            source.__class__ is int and destination.__class__ is int or
+            source.__class__ in (list, tuple) and destination.__class__ in (list, tuple)) or \
+            not isinstance(input, Tensor):
+        # (PyTorch's parser: an int pair or a pair of int sequences, nothing else; the
+        # arguments given are named as given by position, the usual spelling)
+        given = tuple(v for v in (source, destination) if v is not _UNSET)
+        if len(given) == 1 and destination is not _UNSET:  # (`movedim(x, destination=1)`)
+            given, unknown = (), {"destination": destination, **(unknown or {})}
+        bound = _args.parsed("movedim", _MOVEDIM, input, given + extra, unknown or {},
+                             method)[1]
         source, destination = bound["source"], bound["destination"]
     n = input.ndim
     src, dst = list(_args.dims(source)), list(_args.dims(destination))
@@ -276,6 +294,12 @@ def _movedim(input, args: tuple, kwargs: dict, method: bool):
             f"the same number of dims as destination ({dst} dims)")
     src = [wrap_dim(d, n) for d in src]
     dst = [wrap_dim(d, n) for d in dst]
+    if len(src) > 1:
+        for name, dims in (("source", src), ("destination", dst)):
+            if len(set(dims)) != len(dims):
+                raise RuntimeError(f"movedim: repeated dim in `{name}` ({dims})")
+    if n == 0:  # (dim 0 or -1 of a 0-d tensor: an alias, as PyTorch's)
+        return call(V.alias, input)
     order = [None] * n
     for s_, d_ in zip(src, dst):
         order[d_] = s_
@@ -284,18 +308,21 @@ def _movedim(input, args: tuple, kwargs: dict, method: bool):
     return call(S.permute, input, tuple(order))
 
 
-# (`source` and `destination` are taken as `*args`: dims, which the surface's check of a
-# tensor parameter of that name must not see)
-def movedim(input, *args, **kwargs):
+# (`source` and `destination` are annotated as ints: the protocol's wrappers read that to
+# keep a list of dims there off their check of a tensor parameter of that name)
+def movedim(input, source: int | list[int] | tuple[int, ...] = _UNSET,
+            destination: int | list[int] | tuple[int, ...] = _UNSET, *extra, **unknown):
     """A view with dims `source` (an int or a sequence of them) moved to positions
     `destination`."""
-    return _movedim(input, args, kwargs, False)
+    return _movedim(input, source, destination, False, extra, unknown)
 
 
-def _movedim_method(self, *args, **kwargs):
+def _movedim_method(self, source: int | list[int] | tuple[int, ...] = _UNSET,
+                    destination: int | list[int] | tuple[int, ...] = _UNSET, *extra,
+                    **unknown):
     """`Tensor.movedim`: the function, but PyTorch's messages name the method's overloads
     (no `input`)."""
-    return _movedim(self, args, kwargs, True)
+    return _movedim(self, source, destination, True, extra, unknown)
 
 
 moveaxis = movedim

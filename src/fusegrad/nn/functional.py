@@ -134,10 +134,38 @@ def _ntuple(x, n: int, name: str = "") -> list:
 # ---------------------------------------------------------------- linear and convolution
 
 
+_ABSENT = object()  # (a required argument left out: PyTorch's parser words it)
+
+
+def _linear_argument_error(input, weight, bias) -> TypeError | None:
+    """PyTorch's parser's error for linear's arguments: one left out, or something but a
+    tensor (or an object with `__torch_function__`) given for one (named by position, the
+    usual spelling)."""
+    if input is _ABSENT:
+        return TypeError('linear() missing 2 required positional argument: "input", "weight"')
+    if weight is _ABSENT:
+        return TypeError('linear() missing 1 required positional arguments: "weight"')
+    for position, (name, value) in enumerate((("input", input), ("weight", weight),
+                                              ("bias", bias)), 1):
+        if not isinstance(value, Tensor) and not (name == "bias" and value is None) and \
+                not hasattr(type(value), "__torch_function__"):
+            return TypeError(f"linear(): argument '{name}' (position {position}) must be "
+                             f"Tensor, not {python_type_name(value)}")
+    return None
+
+
 @composite("lower")
-def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+def linear(input: Tensor = _ABSENT, weight: Tensor = _ABSENT, bias: Tensor | None = None,
+           *extra) -> Tensor:
     """input @ weight.T + bias (one `addmm` for 2-D input, or for contiguous input of
     another rank with a 1-D bias, as PyTorch records)."""
+    if extra:
+        raise TypeError(f"linear() takes from 2 to 3 positional arguments but "
+                        f"{3 + len(extra)} were given")
+    if (input.__class__ is not Tensor or weight.__class__ is not Tensor or
+            bias is not None and bias.__class__ is not Tensor) and \
+            (error := _linear_argument_error(input, weight, bias)) is not None:
+        raise error
     if isinstance(input, Tensor) and isinstance(weight, Tensor) and \
             (input.dim() == 0 or weight.dim() == 0):
         raise RuntimeError(f"both arguments to linear need to be at least 1D, but they are "

@@ -16,7 +16,10 @@ import numpy as np
 from .. import _dtype, _tensor
 from .._dtype import FLOAT, FROM_NP
 from .._recording import saved_shape  # noqa: F401  (the ops' saves read it here)
-from .._scalar_conversion import checked_scalar  # noqa: F401  (the kernels' fill values)
+from .._scalar_conversion import (
+    check_python_int,
+    checked_scalar,  # noqa: F401  (the kernels' fill values)
+)
 from .._shapes import (  # noqa: F401  (the op entries' helpers, with the shape ones)
     FORMAT_ORDERS,
     broadcast_shapes,
@@ -92,6 +95,7 @@ def as_dtype(x, dt: np.dtype):
     if dt.kind in "iu" and x.__class__ is int:
         info = np.iinfo(dt)
         if not info.min <= x <= info.max:  # wraps, as PyTorch converts the number
+            check_python_int(x)  # (unless beyond what PyTorch takes as a number at all)
             return np.array(x).astype(dt)[()]
     return x
 
@@ -161,6 +165,9 @@ def binary_kernel(ufunc, *, to_float: bool = False, compare: bool = False,
                 dt = result_np(a, b)
         else:
             dt = result_np(a, b)
+        if b.__class__ is int or a.__class__ is int:
+            check_python_int(b)  # (NumPy would take a huge int as a float or inf)
+            check_python_int(a)
         if to_float:
             dt = float_np(dt)
         if real_only is not None:  # complex operands never take the fast paths above

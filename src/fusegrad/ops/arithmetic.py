@@ -26,6 +26,7 @@ from ._util import (
     binary_meta,
     binary_samples,
     broadcast_shapes,
+    check_python_int,
     checked_scalar,
     cj,
     cpu_capability,
@@ -396,6 +397,7 @@ def _pow_ts_kernel(a, e):
         power = _PRODUCT_POWERS.get(e)
         if power is not None:
             return power(a)
+    check_python_int(e)  # (a number beyond int64 and uint64 is refused before its sign)
     dt = float_np(a.dtype) if isinstance(e, float) else a.dtype
     if dt.kind in "iu" and isinstance(e, int) and e < 0:
         raise RuntimeError(_NEG_INT_POW)

@@ -189,7 +189,7 @@ RESIZE_WARNINGS = {
 # here; `linalg.x` is `linalg_x`). A name "aten::x" is an op PyTorch cannot differentiate:
 # an input requiring grad is no error there, only an `out` that requires grad.
 GRAD_NAMES: dict[str, str] = {
-    "square": "pow", "float_power": "pow", "outer": "mul", "kron": "mul",
+    "square": "pow", "float_power": "pow", "outer": "mul", "ger": "mul", "kron": "mul",
     "msort": "sort", "take_along_dim": "gather", "cross": "linalg_cross", "chain_matmul": "mm",
     "inverse": "linalg_inv_ex", "qr": "linalg_qr", "svd": "_linalg_svd",
     "norm": "linalg_vector_norm", "lu_solve": "linalg_lu_solve", "hstack": "cat",
@@ -284,7 +284,7 @@ _OVERLAP_GROUPS: list[tuple[object, str]] = [
                       linalg.cross hstack vstack dstack row_stack column_stack"""),
     # scans, selections and products written in the operands' order
     ((_PARTIAL, _PARTIAL), """cumsum cumprod logcumsumexp msort topk mode median nanmedian max
-                              min aminmax outer kron addr frexp"""),
+                              min aminmax outer ger kron addr frexp"""),
     # out starts as a copy of `self`; the matrix operands are read from a packed copy
     ((_PARTIAL, None), "addmm addmv baddbmm addbmm"),
     ((_PARTIAL, _ANY), "index_add index_reduce index_copy scatter"),

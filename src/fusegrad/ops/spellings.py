@@ -84,7 +84,8 @@ METHODS: dict[str, tuple[str, ...]] = {
     # operators and aliases: the public function spelled otherwise
     "__getitem__": ("function", "getitem"), "__setitem__": ("function", "setitem"),
     "__neg__": ("function", "neg"), "__abs__": ("function", "abs"),
-    "__matmul__": ("function", "matmul"), "__floordiv__": ("function", "floor_divide"),
+    "__matmul__": ("method", "_functions.methods._matmul"),
+    "__floordiv__": ("function", "floor_divide"),
     "__mod__": ("function", "remainder"), "__and__": ("function", "bitwise_and"),
     "__rand__": ("function", "bitwise_and"), "__or__": ("function", "bitwise_or"),
     "__ror__": ("function", "bitwise_or"), "__xor__": ("function", "bitwise_xor"),
@@ -197,6 +198,7 @@ METHODS: dict[str, tuple[str, ...]] = {
     "positive": ("method", "_functions.methods._pos"),  # PyTorch's `+x` reports it
     "round_": ("method", "_functions.pointwise.round_"),  # (and its `decimals` overload)
     "__rmatmul__": ("method", "_functions.methods._rmatmul"),
+    "__reversed__": ("method", "_functions.methods._reversed"),
     "lerp_": ("method", "_functions.methods._lerp_"),
     "addcmul_": ("method", "_functions.methods._addcmul_"),
     "addcdiv_": ("method", "_functions.methods._addcdiv_"),

@@ -126,8 +126,8 @@ stft istft
 # defines itself, methods over several overloads, fixed answers (`is_cuda`), the `new_*`
 # factories, and the Python protocols.
 _METHODS = """
-__pos__ __pow__ __rfloordiv__ __rmatmul__ __rmod__ __rpow__ __rtruediv__ __invert__ bfloat16
-bool byte char
+__pos__ __pow__ __rfloordiv__ __matmul__ __rmatmul__ __rmod__ __rpow__ __rtruediv__ __invert__
+bfloat16 __reversed__ bool byte char
 cpu cuda data_ptr dim double element_size expand_as float get_device half int is_coalesced
 is_conj is_contiguous is_cpu is_distributed is_inference is_ipu is_maia is_meta is_mkldnn is_mps
 is_mtia is_neg is_nested is_pinned pin_memory is_quantized is_set_to is_shared share_memory_
@@ -226,7 +226,8 @@ numpy tolist type is_shared register_hook register_post_accumulate_grad_hook uni
 __neg__ __abs__ __invert__ __pos__ __len__ __bool__ __float__ __int__ __index__ __complex__
 __repr__ __format__ __array__ __deepcopy__ __reduce_ex__""",
     PYTHON_METHOD: """
-__repr__ __format__ __len__ __deepcopy__ __reduce_ex__ __array__ split backward norm unique
+__repr__ __format__ __len__ __deepcopy__ __reduce_ex__ __array__ __reversed__ split backward
+norm unique
 unique_consecutive lu unflatten register_hook register_post_accumulate_grad_hook is_shared
 stft istft""",
     PYTHON_FUNCTION: """
