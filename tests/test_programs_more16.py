@@ -2383,70 +2383,7 @@ _TORCH_BREAKS = {
 
 # Programs where fusegrad breaks the graph more often than torch does, with each gap's minimal
 # repro.
-_CAPTURE_GAPS = {
-    "silenced_warning_decoder": (
-        "a with block over warnings.catch_warnings() breaks three times where torch breaks "
-        "twice: def f(x): with warnings.catch_warnings(): warnings.simplefilter('ignore'); "
-        "y = x * 2; return y; fg.compile(f, backend='eager')(fg.ones(2)) breaks at the with, "
-        "at simplefilter and at the block's __exit__ (the warnings module's functions run "
-        "for real, not inlined); torch runs the block eagerly after its first break"),
-    "vit_torchvision_style": (
-        "torch._assert breaks the graph: def f(x): fg._assert(x.shape[1] == 3, 'expected 3 "
-        "channels'); return x * 2; fg.compile(f, backend='eager')(fg.ones(2, 3)) breaks "
-        "('call to fusegrad._assert outside the graph'); torch captures it whole (a constant "
-        "condition checked while tracing)"),
-    "adapter_mask_hook_with_kwargs": (
-        "a module with a forward hook or pre-hook registered with_kwargs=True (or "
-        "always_call=True) is called eagerly: m = fg.nn.Linear(3, 3); "
-        "m.register_forward_hook(lambda mod, args, kwargs, out: out + 1, with_kwargs=True); "
-        "fg.compile(m, backend='eager')(fg.ones(2, 3)) captures no graph ('a module with "
-        "keyword or always-called forward hooks'); torch traces the hooks with the forward"),
-    "maybe_autocast_context": (
-        "a with block over a user @contextlib.contextmanager breaks the graph: "
-        "@contextlib.contextmanager def scope(): yield; def f(x): with scope(): y = x * 2; "
-        "return y; fg.compile(f, backend='eager')(fg.ones(2)) breaks ('scope uses "
-        "generator', '_GeneratorContextManager.__enter__ uses DELETE_ATTR', 'Failed to "
-        "trace builtin operator'); torch captures it whole (the sdpa_kernel gap of "
-        "test_programs_more14.py is this one)"),
-    "optical_flow_cost_volume": (
-        "iterating itertools.product breaks the graph and runs the loop eagerly: def f(x): "
-        "return fg.stack([x * a + b for a, b in itertools.product((1, 2), repeat=2)]); "
-        "fg.compile(f, backend='eager')(fg.ones(2)) captures no graph ('call to product', "
-        "'iterating over an iterator from outside the graph'); torch captures it whole"),
-    "signature_filtered_kwargs": (
-        "inspect.signature is traced into and breaks: def g(x, mask=None): return x; "
-        "def h(x): return x * len(inspect.signature(g).parameters); fg.compile(h, "
-        "backend='eager')(fg.ones(2)) breaks 7 times ('call to getrecursionlimit', "
-        "\"'function' object has no attribute '__signature__'\", 'calling "
-        "Parameter.__init__'); torch captures it whole; in the program the per-layer check "
-        "also hits the recompile limit"),
-    "lora_wrapper_getattr": (
-        "a module whose __getattr__ forwards missing attributes to a wrapped module breaks "
-        "at each forwarded read: class W(nn.Module) with self.base = nn.Linear(2, 2), "
-        "__getattr__ trying super().__getattr__ then getattr(self.base, name), forward "
-        "`return x @ self.weight.T`; fg.compile(W(), backend='eager')(fg.ones(1, 2)) breaks "
-        "(\"W.__getattr__ may answer 'weight'\"); torch traces the __getattr__ and captures "
-        "it whole"),
-    "custom_fwd_swiglu_autocast": (
-        "get_autocast_dtype breaks the graph (custom_fwd calls it on every forward): def "
-        "f(x): return x * 2 if fg.get_autocast_dtype('cpu') == fg.bfloat16 else x; "
-        "fg.compile(f, backend='eager')(fg.ones(2)) breaks ('call to "
-        "fusegrad.get_autocast_dtype outside the graph'); torch reads it while tracing"),
-    "fp32_loss_region_cuda_autocast": (
-        "a with block over the deprecated cuda.amp.autocast breaks the graph: def f(x): with "
-        "fg.cuda.amp.autocast(enabled=False): y = x * 2; return y; fg.compile(f, "
-        "backend='eager')(fg.ones(2)) breaks 3 times ('call to autocast', 'a with block whose "
-        "context is not a grad mode', 'call to fusegrad.__exit__ outside the graph'); torch "
-        "captures it whole (fg.autocast('cpu', ...) is captured)"),
-    "dataclass_loss_breakdown": (
-        "dataclasses.asdict and copy.deepcopy are traced into and break at each step: "
-        "@dataclasses.dataclass class C: a: float = 1.0; def f(x, c): return x * "
-        "dataclasses.asdict(c)['a']; fg.compile(f, backend='eager')(fg.ones(2), C()) breaks "
-        "5 times ('method dict.get') where torch captures whole; def g(x): return x * 2, "
-        "copy.deepcopy(x.detach()) breaks 8 times ('id() with tensor arguments', 'type() "
-        "with tensor arguments', 'method dict.get') where torch breaks once at the deepcopy "
-        "call ('Attempted to copy.deepcopy a tensor')"),
-}
+_CAPTURE_GAPS: dict = {}
 
 # (a program whose compiled run fails cannot have its graph breaks counted)
 _BREAK_GAPS = {**_CAPTURE_GAPS, **_COMPILED_GAPS}

@@ -6,7 +6,8 @@ import copy
 import types
 
 from ..nn import Module
-from ..nn.modules._global_hooks import any_call_hooks, forward_call_hooks_only
+from ..nn.modules import _global_hooks
+from ..nn.modules._global_hooks import any_call_hooks
 
 
 class OptimizedModule(Module):
@@ -22,10 +23,10 @@ class OptimizedModule(Module):
         mod = self._orig_mod
         hooked = any_call_hooks()
         if mod._backward_hooks or mod._backward_pre_hooks or \
-                hooked and not forward_call_hooks_only():
-            # `mod(...)` would run its full backward hooks or every module's backward (or
-            # keyword, always-called) hooks, which the compiled code does not: run exactly
-            # that, eagerly.
+                hooked and (_global_hooks._global_backward_hooks or
+                            _global_hooks._global_backward_pre_hooks):
+            # `mod(...)` would run its full backward hooks or every module's backward hooks,
+            # which the compiled code does not: run exactly that, eagerly.
             return mod(*args, **kwargs)
         own_call = type(mod).__call__
         if mod._forward_pre_hooks or mod._forward_hooks or "forward" in mod.__dict__ or \

@@ -101,6 +101,9 @@ class GraphBuilder:
         # the graph ran: (object, name, variable, expression naming the object at run
         # time), in program order.
         self.stores: list = []
+        # The `enter_autocast` arguments of the regions this graph entered and has not left,
+        # innermost last: what an autocast query answers inside them.
+        self.regions: list = []
         # Inside a translated `functional_call`: the tensors standing for module state.
         self.state_overrides = None
         # Some recorded instruction has an exception handler in its frame (a try block): if
@@ -662,12 +665,15 @@ class GraphBuilder:
         now); returns the variable of the region's `__exit__`."""
         self.created.append(self.graph.call_function(enter_autocast, args))
         enter_autocast(*args)
+        self.regions.append(args)
         return RegionExitVariable(args)
 
     def exit_autocast(self) -> None:
         """Leave the innermost autocast region the graph entered (in the graph and now)."""
         self.created.append(self.graph.call_function(exit_autocast, ()))
         exit_autocast()
+        if self.regions:
+            self.regions.pop()
 
     def enter_sdpa_kernel(self, switches: tuple) -> SdpaExitVariable:
         """Set the attention switches of a `with sdpa_kernel(...)` block (`switches`: pairs

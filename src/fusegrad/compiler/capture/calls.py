@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import abc
 import collections
+import collections.abc
 import contextlib
+import copy
 import functools
 import inspect
 import itertools
@@ -48,7 +50,7 @@ from . import reasons
 from .builder import SdpaExitVariable, SdpaKernelContext, holds_symbol
 from .control_flow import call_cond, is_cond
 from .custom_function import call_function_apply, is_function_apply
-from .exceptions import make_exception
+from .exceptions import Raised, catch_warnings_break, is_autocast_type, make_exception
 from .foreach import call_foreach, is_foreach
 from .functional_call import call_functional, is_functional_call
 from .guards import _is_plain_data, array_tensor
@@ -93,6 +95,8 @@ from .variables import (
     ConstantVariable,
     DefaultDictVariable,
     DictVariable,
+    GeneratorContextVariable,
+    GeneratorExitVariable,
     GeneratorVariable,
     GradExit,
     GradModeVariable,
@@ -153,20 +157,35 @@ def _autocast_class() -> type:
 def _make_autocast(tr, cls, args: list, kwargs: dict) -> ConstantVariable:
     """`autocast(device_type, dtype=...)` on constant arguments: the object, made now (its
     constructor only checks them and reads the default dtype); a `with` block over it enters
-    the region in the graph."""
+    the region in the graph. A deprecated spelling's warning is not given, as Dynamo makes
+    the object without running its constructor's deprecation."""
     values = [a.value if isinstance(a, ConstantVariable) else None for a in args]
     kw = {k: v.value if isinstance(v, ConstantVariable) else None for k, v in kwargs.items()}
     if not all(isinstance(a, ConstantVariable) for a in (*args, *kwargs.values())):
         raise Unsupported("autocast() on arguments not known while translating")
-    if (values[0] if values else kw.get("device_type")) != "cpu":
-        # Other device types warn (this build has no CUDA) on every call, as eager does.
+    deprecated = cls is not _autocast_class()
+    if not deprecated and (values[0] if values else kw.get("device_type")) == "cpu":
+        ctx = cls(*values, **kw)
+    else:
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                ctx = cls(*values, **kw)
+        except Exception:
+            raise Unsupported("autocast() raising on its arguments") from None
+        if any(not (deprecated and issubclass(w.category, FutureWarning)) for w in caught):
+            # (a CUDA region turned off: eager warns on every call)
+            raise Unsupported("autocast() that warns")
+    if ctx.device != "cpu" and ctx._enabled:
         raise Unsupported("autocast() for a device type other than cpu")
-    ctx = cls(*values, **kw)
+    if deprecated:
+        values, kw = [ctx.device], {"dtype": ctx.fast_dtype}
     if (values[1] if len(values) > 1 else kw.get("dtype")) is None:
         # The region's dtype is the thread's default for the device, read now: a later
         # `set_autocast_dtype` must compile again, not cast to the old dtype.
         guards = tr.builder.guards
-        guards.add(f"___autocast_default('cpu') is {guards.ref(ctx.fast_dtype, 'dtype')}")
+        guards.add(f"___autocast_default({ctx.device!r}) is "
+                   f"{guards.ref(ctx.fast_dtype, 'dtype')}")
     return ConstantVariable(ctx)
 
 
@@ -354,6 +373,8 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
         return inline(tr, fn.func, [fn.obj] + args, kwargs)
     if isinstance(fn, PartialVariable):  # the stored arguments first, as partial.__call__
         return call_variable(tr, fn.func, fn.args + args, {**fn.kwargs, **kwargs})
+    if isinstance(fn, GeneratorExitVariable):  # leaving a generator context manager
+        return _exit_generator_context(tr, fn, args, kwargs)
     if isinstance(fn, AutocastExitVariable):  # leaving a `with autocast()` block
         tr.builder.exit_autocast()
         return ConstantVariable(None)
@@ -459,7 +480,7 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
     if f is next and 1 <= len(args) <= 2 and type(args[0]) is IteratorVariable and \
             not kwargs:
         return _next_item(args[0], args[1:])
-    if f is _autocast_class():
+    if is_autocast_type(f):
         return _make_autocast(tr, f, args, kwargs)
     if f is _checkpoint_function() and args:
         return _inline_checkpoint(tr, args, kwargs)
@@ -575,6 +596,108 @@ def _guarded_queries() -> tuple:
 
 
 @functools.cache
+def _assert_function():
+    """`fusegrad._assert` (imported on first use: the package imports the compiler)."""
+    from ..._functions.compat_more import _assert
+
+    return _assert
+
+
+@functools.cache
+def _amp_cast():
+    """`amp`'s `_cast` (what `custom_fwd(cast_inputs=...)` applies to a Function's inputs)."""
+    from ...amp.autocast_mode import _cast
+
+    return _cast
+
+
+def _cast_variables(tr, v: Variable, device: str, dtype) -> Variable:
+    """`_cast(value, device, dtype)` over variables, as the function does it: each floating
+    tensor of `device` (not float64) converted with `.to(dtype)`, through tuples, lists and
+    dicts; other values as they are. Another iterable (the function would give a
+    generator) is a break."""
+    if isinstance(v, TensorVariable):
+        ex = v.example
+        if ex.is_floating_point() and ex.device.type == device and \
+                ex.dtype is not _float64():
+            return call_variable(tr, tr.get_attr(v, "to"), [ConstantVariable(dtype)], {})
+        return v
+    if type(v) in (TupleVariable, ListVariable) and (type(v) is ListVariable or
+                                                    v.python_type() is tuple):
+        return type(v)([_cast_variables(tr, i, device, dtype) for i in v.items])
+    if type(v) is DictVariable:
+        return DictVariable({k: _cast_variables(tr, i, device, dtype)
+                             for k, i in v.items.items()})
+    if isinstance(v, ConstantVariable) and (
+            isinstance(v.value, (str, bytes, np.ndarray)) or
+            not isinstance(v.value, (collections.abc.Iterable, Tensor))):
+        return v
+    if isinstance(v, ObjectVariable) and not isinstance(
+            inspect.getattr_static(v.cls, "__iter__", None), types.FunctionType) and \
+            not issubclass(v.cls, collections.abc.Iterable):
+        return v  # (a Function's context, an object without items)
+    raise Unsupported("amp's input cast of a value that is neither a tensor nor a plain "
+                      "container")
+
+
+def _float64():
+    from ... import _dtype
+
+    return _dtype.float64
+
+
+@functools.cache
+def _autocast_queries() -> dict:
+    """The autocast state queries folded while translating, by function (the public
+    spellings and the functions beneath them): what each reads from a region."""
+    from ... import _autocast, get_autocast_dtype, is_autocast_enabled
+
+    return {get_autocast_dtype: "dtype", _autocast.get_autocast_dtype: "dtype",
+            is_autocast_enabled: "enabled", _autocast.is_autocast_enabled: "enabled"}
+
+
+def _autocast_query(f) -> str | None:
+    """"dtype" or "enabled" when `f` is an autocast state query, else None."""
+    try:
+        return _autocast_queries().get(f)
+    except TypeError:  # (an unhashable callable)
+        return None
+
+
+def _answer_autocast_query(tr, query: str, args: list, kwargs: dict) -> Variable | None:
+    """`get_autocast_dtype(device)` / `is_autocast_enabled(device)` on a constant device,
+    answered as Dynamo reads them while tracing: inside a region the graph entered for that
+    device, the region's dtype or switch; otherwise the thread's value now, guarded (the
+    graph's casts depend on it). None (the real call, its error) for anything else."""
+    from ... import _autocast
+
+    if len(args) + len(kwargs) > 1 or any(k != "device_type" for k in kwargs) or \
+            not all(isinstance(a, ConstantVariable) for a in (*args, *kwargs.values())):
+        return None
+    device = (args[0] if args else kwargs["device_type"]).value if args or kwargs else None
+    if device is None:
+        if query == "dtype":
+            return None  # (a missing argument: the real call's TypeError)
+        device = "cuda"
+    if type(device) is not str:
+        return None
+    real = _autocast.get_autocast_dtype if query == "dtype" else _autocast.is_autocast_enabled
+    try:
+        answer = real(device)
+    except Exception:
+        return None
+    for region in reversed(tr.builder.regions):  # (device, dtype, enabled, cache_enabled)
+        if region[0] == device:
+            return ConstantVariable(region[1] if query == "dtype" else region[2])
+    guards = tr.builder.guards
+    if query == "dtype":
+        guards.add(f"___autocast_default({device!r}) is {guards.ref(answer, 'dtype')}")
+    else:
+        guards.add(f"___autocast_enabled({device!r}) is {answer}")
+    return ConstantVariable(answer)
+
+
+@functools.cache
 def _sdpa_kernel():
     """`nn.attention.sdpa_kernel` (imported on first use: nn imports the compiler)."""
     from ...nn import attention
@@ -637,6 +760,13 @@ def _library_call(tr, f, args: list, kwargs: dict) -> Variable | None:
             return ConstantVariable(answer)
     if f is _sdpa_kernel():
         return _sdpa_kernel_context(args, kwargs)
+    if f is _assert_function():
+        # `_assert(cond, msg)` is `assert cond, msg` in Python: its code translated, so a
+        # condition known now is checked (and guarded) here, one on a tensor in the graph.
+        return inline(tr, f, args, kwargs)
+    query = _autocast_query(f)
+    if query is not None:
+        return _answer_autocast_query(tr, query, args, kwargs)
     if not args and not kwargs and any(f is q for q in _guarded_queries()):
         # Folded to its answer now (False, unless a `jit.trace` recording or an ONNX export
         # runs the compiled code), guarded so that a call under the other answer captures
@@ -687,6 +817,22 @@ def _library_call(tr, f, args: list, kwargs: dict) -> Variable | None:
         for item in rest:
             total = call_variable(tr, args[0], [total, item], {})
         return total
+    if f is warnings.catch_warnings:
+        raise catch_warnings_break(tr)
+    if f is _amp_cast() and len(args) == 3 and not kwargs and \
+            all(isinstance(a, ConstantVariable) for a in args[1:]):
+        return _cast_variables(tr, args[0], args[1].value, args[2].value)
+    if f is itertools.product:
+        return _product(tr, args, kwargs)
+    if f is copy.deepcopy and len(args) == 1 and not kwargs:
+        if isinstance(args[0], TensorVariable):
+            # Dynamo breaks here too: the copy is made for real (its own storage and grad).
+            raise Unsupported("Attempted to copy.deepcopy a tensor")
+        if _atomic_variable(args[0]):
+            return args[0]  # (the copy of an immutable builtin value is the value itself)
+        return None
+    if f is inspect.signature and len(args) == 1 and not kwargs:
+        return _signature(tr, args[0])
     if f is itertools.pairwise and len(args) == 1 and not kwargs and \
             not isinstance(args[0], TensorVariable):
         return LazyPairwiseVariable(tr.iterator_of(args[0]))
@@ -700,6 +846,98 @@ def _library_call(tr, f, args: list, kwargs: dict) -> Variable | None:
             initial = None
         return LazyAccumulateVariable(tr.iterator_of(args[0]), func, initial)
     return None
+
+
+def _product(tr, args: list, kwargs: dict) -> Variable | None:
+    """`itertools.product(*iterables, repeat=n)`: the tuples made now, in the builtin's
+    order, as an iterator over variables (the builtin takes every iterable's items when it
+    is made); None (the real call) for a repeat not known now or too many tuples."""
+    if set(kwargs) - {"repeat"} or any(isinstance(a, TensorVariable) for a in args):
+        return None
+    repeat = kwargs.get("repeat", ConstantVariable(1))
+    if not isinstance(repeat, ConstantVariable) or type(repeat.value) is not int or \
+            repeat.value < 0:
+        return None
+    pools = []
+    for a in args:
+        pools.append(tr.unpack(a))
+        if isinstance(a, IteratorVariable):  # used up, as the builtin uses it up
+            a.index = len(a.items)
+    pools = pools * repeat.value
+    if math.prod(len(p) for p in pools) > _MAX_UNROLLED_PRODUCT:
+        raise Unsupported("itertools.product of too many items to unroll")
+    return IteratorVariable([TupleVariable(list(items)) for items in itertools.product(*pools)])
+
+
+_MAX_UNROLLED_PRODUCT = 4096
+
+# Types whose values `copy.deepcopy` gives back as they are (immutable builtins).
+_ATOMIC_TYPES = (type(None), type(...), bool, int, float, complex, str, bytes, range,
+                 types.FunctionType, types.BuiltinFunctionType, type)
+
+
+def _atomic(value) -> bool:
+    """Whether `copy.deepcopy(value)` is `value` itself: an immutable builtin value, or a
+    tuple or frozenset of such (a subclass may define its own `__deepcopy__`)."""
+    if type(value) in (tuple, frozenset):
+        return all(_atomic(v) for v in value)
+    return type(value) in _ATOMIC_TYPES and not holds_symbol(value)
+
+
+def _atomic_variable(v: Variable) -> bool:
+    """`_atomic` of a constant, or of a plain tuple made in the frame whose items are."""
+    if isinstance(v, ConstantVariable):
+        return _atomic(v.value)
+    return type(v) is TupleVariable and v.python_type() is tuple and \
+        all(_atomic_variable(i) for i in v.items)
+
+
+def _signature(tr, fn: Variable) -> Variable | None:
+    """`inspect.signature(f)` of a plain function, or of one bound to an object (a module's
+    `forward`): made now, as Dynamo answers it while tracing, guarded on what it is computed
+    from (the function's code, defaults and annotations, and no `__wrapped__` or
+    `__signature__` set on it). None (the real call) for anything else."""
+    if isinstance(fn, MethodVariable) and isinstance(fn.obj, ConstantVariable):
+        # `obj.method` of an object from outside: the class's function, guarded as it
+        f = inspect.getattr_static(type(fn.obj.value), fn.name, None)
+        root = tr.guard_root(fn.obj)
+        if not isinstance(f, types.FunctionType) or root is None or \
+                fn.name in getattr(fn.obj.value, "__dict__", {fn.name: None}):
+            return None
+        guards = tr.builder.guards
+        guards.add(f"type({root}).{fn.name} is {guards.ref(f, 'fn')} and "
+                   f"{fn.name!r} not in {root}.__dict__")
+        fn = BoundFunctionVariable(f, fn.obj)
+    bound = isinstance(fn, BoundFunctionVariable) or isinstance(fn, ConstantVariable) and \
+        isinstance(fn.value, types.MethodType)
+    if isinstance(fn, BoundFunctionVariable):
+        f, src = fn.func, None
+    elif bound:
+        f, src = fn.value.__func__, None
+    else:
+        f = fn.value if isinstance(fn, ConstantVariable) else None
+        src = tr.guard_root(fn) if f is not None else None
+        if src is None:
+            return None
+    if not isinstance(f, types.FunctionType) or "__wrapped__" in vars(f) or \
+            "__signature__" in vars(f):
+        return None
+    guards = tr.builder.guards
+    if src is None:  # (the function a method reads, fixed by the guards of that read)
+        src = guards.ref(f, "fn")
+    guards.add(f"{src}.__code__ is {guards.ref(f.__code__, 'code')} and "
+               f"{src}.__defaults__ is {guards.ref(f.__defaults__, 'defaults')} and "
+               f"{src}.__kwdefaults__ is {guards.ref(f.__kwdefaults__, 'kwdefaults')} and "
+               f"{src}.__annotations__ == {guards.ref(dict(f.__annotations__), 'annotations')} "
+               f"and '__wrapped__' not in {src}.__dict__ and "
+               f"'__signature__' not in {src}.__dict__")
+    if bound:  # (a method's: its first parameter is taken by the object)
+        return ConstantVariable(inspect.signature(types.MethodType(f, _Bound())))
+    return ConstantVariable(inspect.signature(f))
+
+
+class _Bound:
+    """What a method is bound to while its signature is read (any object does)."""
 
 
 # The factories of a defaultdict made in the frame that are followed: builtin types (and
@@ -1085,10 +1323,10 @@ def _call_module(tr, fn: Variable, args, kwargs, real=None, plain: bool = False)
         guards = tr.builder.guards
         guards.add(f"type({src}).__call__ is {guards.ref(own_call, 'fn')}")
         return inline(tr, own_call, [fn] + list(args), kwargs)
-    pre, post = _forward_hooks(mod)
+    pre, post, flags = _forward_hooks(mod)
     if (pre or post) and src is None:
         raise Unsupported("a module with hooks")  # nothing to guard the hooks on
-    global_pre, global_post = _global_forward_hooks(tr)
+    global_pre, global_post, global_keyword, global_always = _global_forward_hooks(tr)
     forward = mod.forward
     if isinstance(forward, types.MethodType) and forward.__self__ is mod:
         func, args = forward.__func__, [fn] + args
@@ -1101,27 +1339,64 @@ def _call_module(tr, fn: Variable, args, kwargs, real=None, plain: bool = False)
         if pre or post:
             hooks = ", ".join(guards.ref(h, "fn") for _, h in (*pre, *post))
             guards.add(f"___module_hooks_are({src}, {guards.ref(func)}, {func is not forward}, "
-                       f"{len(pre)}, ({hooks},))")
+                       f"{len(pre)}, ({hooks},), {flags!r})")
         else:
             guards.add(f"___module_call_is({src}, {guards.ref(func)}, {func is not forward})")
     if not pre and not post and not global_pre and not global_post:
         return inline(tr, func, args, kwargs)
+    always = bool(flags[2]) or global_always
+    if always:
+        _protect_always_called(tr)
     # What Module.__call__ runs around forward: each pre-hook may replace the positional
-    # arguments (a non-tuple result becomes a 1-tuple), each hook after may replace the result.
+    # arguments (a non-tuple result becomes a 1-tuple; a keyword pre-hook, called with the
+    # keyword arguments too, returns both), each hook after may replace the result.
     # The hooks registered for every module run first, each time.
     inputs = args[1:] if func is not forward else args
+    kw_pre = {len(global_pre) + i for i in flags[0]}
+    kw_post = global_keyword | {len(global_post) + i for i in flags[1]}
     pre_hooks = global_pre + [_hook_variable(tr, hook, f"{src}._forward_pre_hooks[{key!r}]")
                               for key, hook in pre]
     post_hooks = global_post + [_hook_variable(tr, hook, f"{src}._forward_hooks[{key!r}]")
                                 for key, hook in post]
-    for hook in pre_hooks:
+    try:
+        return _hooked_forward(tr, fn, func, func is not forward, inputs, kwargs,
+                               pre_hooks, post_hooks, kw_pre, kw_post)
+    except Raised:
+        if always:
+            # Eagerly the always-called hooks run before the error leaves the call.
+            raise Unsupported("an exception inside a module call with always-called "
+                              "hooks") from None
+        raise
+
+
+def _hooked_forward(tr, fn, func, bound: bool, inputs: list, kwargs: dict, pre_hooks: list,
+                    post_hooks: list, kw_pre: set, kw_post: set) -> Variable:
+    """The forward of module `fn` between its hooks, as `Module.__call__` runs them (the
+    hooks at the positions in `kw_pre`/`kw_post` given the keyword arguments: one dict, as
+    eager passes the same one to each)."""
+    kw = DictVariable(dict(kwargs))
+    for i, hook in enumerate(pre_hooks):
+        if i in kw_pre:
+            res = call_variable(tr, hook, [fn, TupleVariable(list(inputs)), kw], {})
+            if isinstance(res, ConstantVariable) and res.value is None:
+                continue
+            if not isinstance(res, TupleVariable) or len(res.items) != 2 or \
+                    not isinstance(res.items[0], TupleVariable) or \
+                    type(res.items[1]) is not DictVariable or \
+                    not all(type(k) is str for k in res.items[1].items):
+                # (eager's RuntimeError, or arguments not followed here)
+                raise Unsupported("a keyword forward pre-hook's result")
+            inputs, kw = list(res.items[0].items), res.items[1]
+            continue
         res = call_variable(tr, hook, [fn, TupleVariable(list(inputs))], {})
         if not (isinstance(res, ConstantVariable) and res.value is None):
             inputs = list(res.items) if isinstance(res, TupleVariable) else [res]
-    result = inline(tr, func, ([fn] if func is not forward else []) + list(inputs), kwargs)
-    for hook in post_hooks:
-        res = call_variable(tr, hook,
-                            [fn, TupleVariable(list(inputs)), result], {})
+    if not all(type(k) is str for k in kw.items):
+        raise Unsupported("keyword arguments that are not strings")
+    result = inline(tr, func, ([fn] if bound else []) + list(inputs), dict(kw.items))
+    for i, hook in enumerate(post_hooks):
+        hook_args = [fn, TupleVariable(list(inputs))] + ([kw] if i in kw_post else [])
+        res = call_variable(tr, hook, hook_args + [result], {})
         if not (isinstance(res, ConstantVariable) and res.value is None):
             result = res
     return result
@@ -1135,44 +1410,74 @@ def _module_own_call(f) -> bool:
     return f is Module._call_plain or f is Module._call_with_global_hooks
 
 
-def _global_forward_hooks(tr) -> tuple[list, list]:
+def _global_forward_hooks(tr) -> tuple[list, list, set, bool]:
     """The variables of the forward pre-hooks and forward hooks registered for every module
     (`register_module_forward_pre_hook`/`register_module_forward_hook`), which a module's
-    call runs before its own, as Dynamo traces them; the graph is guarded on the tables
-    holding exactly these (none, usually). Backward hooks, keyword or always-called hooks,
-    and hooks that are not Python functions are a break."""
+    call runs before its own, as Dynamo traces them, the positions among the hooks after of
+    those that take keyword arguments, and whether any is always called; the graph is
+    guarded on the tables holding exactly these (none, usually). Backward hooks and hooks
+    that are not Python functions are a break; always-called ones protect the graph
+    (`_protect_always_called`)."""
     from ...nn.modules import _global_hooks as g
 
     guards = tr.builder.guards
     if not g.any_call_hooks():
         # A graph that inlined a forward is valid only while no global hook would run.
         guards.add("___no_global_module_hooks()")
-        return [], []
+        return [], [], set(), False
     if g._global_backward_hooks or g._global_backward_pre_hooks:
         raise Unsupported("backward hooks registered for every module")
-    if g._global_forward_hooks_with_kwargs or g._global_forward_hooks_always_called:
-        raise Unsupported("keyword or always-called hooks registered for every module")
     pre = list(g._global_forward_pre_hooks.values())
     post = list(g._global_forward_hooks.values())
     if not all(isinstance(h, types.FunctionType) for h in (*pre, *post)):
         raise Unsupported("a hook registered for every module that is not a function")
+    keyword = _positions(g._global_forward_hooks, g._global_forward_hooks_with_kwargs)
+    always = _positions(g._global_forward_hooks, g._global_forward_hooks_always_called)
+    if always:
+        _protect_always_called(tr)
     pre_refs = "".join(f"{guards.ref(h, 'fn')}, " for h in pre)
     post_refs = "".join(f"{guards.ref(h, 'fn')}, " for h in post)
-    guards.add(f"___global_module_hooks_are(({pre_refs}), ({post_refs}))")
-    return [ConstantVariable(h) for h in pre], [ConstantVariable(h) for h in post]
+    guards.add(f"___global_module_hooks_are(({pre_refs}), ({post_refs}), {keyword!r}, "
+               f"{always!r})")
+    return [ConstantVariable(h) for h in pre], [ConstantVariable(h) for h in post], \
+        set(keyword), bool(always)
 
 
-def _forward_hooks(mod) -> tuple[list, list]:
-    """The forward pre-hooks and forward hooks of `mod` that capture can inline (positional
-    ones, not always-called), or Unsupported for other hooks."""
+def _positions(hooks: dict, flagged) -> tuple:
+    """The positions in `hooks` (a hook table) of the ids in `flagged`."""
+    return tuple(i for i, hid in enumerate(hooks) if hid in flagged)
+
+
+def _protect_always_called(tr) -> None:
+    """A call with always-called forward hooks: eagerly they run even when the forward
+    raises, so a graph that raises when it runs must run again eagerly from its start (its
+    real module call then runs them), as a graph inside a `try` does."""
+    if not tr.builder.protected:
+        tr.builder.enter_protected()
+
+
+def _forward_hooks(mod) -> tuple[list, list, tuple]:
+    """The forward pre-hooks and forward hooks of `mod` that capture inlines, with the
+    hooks' flags (the positions of the keyword pre-hooks, keyword hooks and always-called
+    hooks in their tables); Unsupported for backward hooks."""
     d = mod.__dict__
     if d.get("_backward_hooks") or d.get("_backward_pre_hooks"):
         raise Unsupported("a module with backward hooks")
-    pre, post = d.get("_forward_pre_hooks"), d.get("_forward_hooks")
-    if d.get("_forward_pre_hooks_with_kwargs") or d.get("_forward_hooks_with_kwargs") or \
-            d.get("_forward_hooks_always_called"):
-        raise Unsupported("a module with keyword or always-called forward hooks")
-    return list(pre.items()) if pre else [], list(post.items()) if post else []
+    return _hook_items(d.get("_forward_pre_hooks")), _hook_items(d.get("_forward_hooks")), \
+        _hook_flags(d)
+
+
+def _hook_items(table) -> list:
+    return list(table.items()) if table else []
+
+
+def _hook_flags(d: dict) -> tuple:
+    """(keyword pre-hooks, keyword hooks, always-called hooks) of a module's `__dict__` `d`,
+    as positions in its hook tables."""
+    pre, post = d.get("_forward_pre_hooks") or {}, d.get("_forward_hooks") or {}
+    return (_positions(pre, d.get("_forward_pre_hooks_with_kwargs") or ()),
+            _positions(post, d.get("_forward_hooks_with_kwargs") or ()),
+            _positions(post, d.get("_forward_hooks_always_called") or ()))
 
 
 def _hook_variable(tr, hook, source: str) -> Variable:
@@ -1464,9 +1769,28 @@ def _call_builtin(tr, f, args, kwargs) -> Variable:
                 total = tr.apply(operator.add, (total, item))
             return total
         raise Unsupported(f"{f.__name__}() over tensors")
+    if f is type and len(args) == 1 and not kwargs and isinstance(args[0], TensorVariable):
+        cls = _tensor_type(tr, args[0])
+        if cls is not None:
+            return ConstantVariable(cls)
     if _has_tensor(args) or _has_tensor(kwargs.values()):
         raise Unsupported(f"{getattr(f, '__name__', f)}() with tensor arguments")
     return _evaluate(tr, f, args, kwargs)
+
+
+def _tensor_type(tr, t: TensorVariable) -> type | None:
+    """The class of graph tensor `t`: an input's (its guard checks the class), or `Tensor`
+    for one computed in the graph when every input is a plain tensor or a parameter, whose
+    ops give plain tensors (a subclass's could give its own class); None otherwise."""
+    from ...nn import Parameter
+
+    values = tr.builder.input_values
+    if t.source is not None:
+        value = values.get(t.source)
+        return type(value) if isinstance(value, Tensor) else None
+    if all(type(v) in (Tensor, Parameter) for v in values.values()):
+        return Tensor
+    return None
 
 
 def _is_built(v: Variable) -> bool:
@@ -2054,12 +2378,81 @@ def inline(tr: Translator, func, args: list, kwargs: dict, closure=None,
            defaults: tuple | None = None) -> Variable:
     """Translate `func(*args, **kwargs)` in a child frame that records into the same graph
     (`defaults`: (positional, keyword) variables standing for func's defaults)."""
+    if closure is None and getattr(func, "__code__", None) is _CONTEXTMANAGER_CODE:
+        return _generator_context(func, args, kwargs)
     child = start_inline(tr, func, args, kwargs, closure, defaults=defaults)
     try:
         child.run()
     except Return as r:
         return r.value
     raise AssertionError("unreachable")
+
+
+@contextlib.contextmanager
+def _one_yield():
+    yield
+
+
+# The code of what `@contextlib.contextmanager` makes of a function (one for all of them).
+_CONTEXTMANAGER_CODE = _one_yield.__code__
+_GENERATOR_FLAGS = inspect.CO_GENERATOR
+
+
+def _generator_context(helper, args: list, kwargs: dict) -> Variable:
+    """`cm(*args, **kwargs)` of a `@contextlib.contextmanager` function: a variable whose
+    generator a `with` block runs in the graph (`enter_generator_context`), as Dynamo traces
+    such a context manager, not the `_GeneratorContextManager` Python object."""
+    func = helper.__closure__[0].cell_contents if helper.__closure__ else None
+    if not isinstance(func, types.FunctionType) or \
+            not func.__code__.co_flags & _GENERATOR_FLAGS or \
+            func.__code__.co_flags & (inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
+        raise Unsupported("a contextmanager of something other than a generator function")
+    return GeneratorContextVariable(helper, func, list(args), dict(kwargs))
+
+
+def _run_to_yield(frame: Translator) -> Variable | None:
+    """Step the generator code of `frame` to its next `yield` (its value), or to its end
+    (None)."""
+    from .translator import Return
+
+    while not frame.yields:
+        try:
+            frame.step()
+        except Return:
+            return None
+    return frame.yields.pop()
+
+
+def enter_generator_context(tr: Translator, cm: GeneratorContextVariable) -> Variable:
+    """A `with` block's entry into generator context manager `cm`: its generator run to its
+    `yield`, whose value the block's `as` target gets. An exception it raises leaves the
+    entry, as the real `__enter__`'s does."""
+    if cm.frame is not None:
+        raise Unsupported("a generator context manager entered twice")
+    cm.frame = start_inline(tr, cm.func, list(cm.args), dict(cm.kwargs), yields=[])
+    try:
+        value = _run_to_yield(cm.frame)
+        if value is None:  # (eager raises RuntimeError: the real entry does)
+            raise Unsupported("a generator context manager that did not yield")
+    except Unsupported:
+        cm.frame = None  # (a break here: the object is made and entered for real)
+        raise
+    return value
+
+
+def _exit_generator_context(tr: Translator, fn: GeneratorExitVariable, args: list,
+                            kwargs: dict) -> Variable:
+    """The normal exit of a generator context manager's block: the generator resumed after
+    its `yield` (which gives None) and run to its end. An exception thrown into it, or a
+    second `yield` (eager's RuntimeError), is a break."""
+    if kwargs or len(args) != 3 or not all(
+            isinstance(a, ConstantVariable) and a.value is None for a in args):
+        raise Unsupported("an exception leaving a with block over a generator context "
+                          "manager")
+    frame = fn.cm.frame
+    if frame is None or _run_to_yield(frame) is not None:
+        raise Unsupported("a generator context manager that did not stop")
+    return ConstantVariable(False)
 
 
 def start_inline(tr: Translator, func, args: list, kwargs: dict, closure=None,
@@ -2302,7 +2695,8 @@ def _captured_callee(wrap, f, values: list) -> tuple:
     breaks reported); anything else as it is. A module with hooks runs its `__call__` (the
     hooks, then an uncaptured forward), as `compile(module)` does; one without runs
     fusegrad's `Module.__call__` uncaptured around its captured forward (eager's frames)."""
-    if getattr(f, "_fusegrad_disabled", False):
+    if getattr(f, "_fusegrad_disabled", False) or \
+            getattr(getattr(f, "__func__", f), "__module__", None) in _UNCAPTURED_MODULES:
         return f, values
     if _is_user_function(f):
         return _callee(wrap, f), values
@@ -2320,6 +2714,12 @@ def _captured_callee(wrap, f, values: list) -> tuple:
             return _callee(wrap, call), [f] + values
         return _captured_callee(wrap, f.forward, values)  # bound, or an instance's own
     return f, values
+
+
+# Standard library modules whose functions run as they are when called for real (a deep
+# copy, `dataclasses.asdict` over tensors), their frames not captured, as Dynamo skips the
+# frames of these files.
+_UNCAPTURED_MODULES = frozenset({"copy", "dataclasses", "inspect"})
 
 
 def _callee(wrap, f):

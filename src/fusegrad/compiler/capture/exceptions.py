@@ -20,6 +20,7 @@ from __future__ import annotations
 import copy
 import dis
 import types
+import warnings
 import weakref
 
 from .builder import SdpaExitVariable, SdpaKernelContext
@@ -29,6 +30,8 @@ from .variables import (
     BoundFunctionVariable,
     ConstantVariable,
     DictVariable,
+    GeneratorContextVariable,
+    GeneratorExitVariable,
     GradExit,
     GradModeVariable,
     ObjectVariable,
@@ -55,6 +58,47 @@ def _autocast_class() -> type:
     from ...amp.autocast_mode import autocast
 
     return autocast
+
+
+def is_autocast_type(cls) -> bool:
+    """`cls` is `fusegrad.autocast` or one of its deprecated per-device spellings
+    (`cuda.amp.autocast`, `cpu.amp.autocast`: the same class with the device filled in)."""
+    base = _autocast_class()
+    if cls is base:
+        return True
+    from ...cuda.amp import autocast as cuda_autocast
+
+    # (every deprecated spelling is made by one factory: their constructors share code)
+    init = getattr(vars(cls).get("__init__") if isinstance(cls, type) else None,
+                   "__code__", None)
+    return init is not None and init is vars(cuda_autocast)["__init__"].__code__ and \
+        cls.__bases__ == (base,) and len(vars(cls).keys() - _FACTORY_NAMES) == 0
+
+
+# What the deprecated autocast factory's classes define (no method of the region's own).
+_FACTORY_NAMES = frozenset({"__init__", "__doc__", "__module__", "__qualname__", "__dict__",
+                            "__weakref__", "__firstlineno__", "__static_attributes__"})
+
+
+def catch_warnings_break(tr) -> Unsupported:
+    """The break at `warnings.catch_warnings()` (its call, or a `with` over one from
+    outside). The block swaps the warnings module's filters and functions for real, so each
+    of its statements would break again: it runs eagerly, with the rest of the frame
+    (`segments.py`), as Dynamo gives up at the skipped `catch_warnings`; with no op captured
+    before it, so does the whole frame."""
+    error = Unsupported("a with block over warnings.catch_warnings()")
+    if tr.parent is None and not any(
+            n.op not in ("placeholder", "output") for n in tr.builder.graph.nodes):
+        error.rest_eager = "at the block's entry"
+    return error
+
+
+def _type_of(v: Variable) -> type | None:
+    """The type of the value `v` stands for, or None where the variable cannot say."""
+    try:
+        return v.python_type()
+    except NotImplementedError:
+        return None
 
 
 _TABLES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # code -> its entries
@@ -302,6 +346,13 @@ class ExceptionOpcodes:
         from ..._thread_state import local
         from ...autograd.grad_mode import _NoParamContext
 
+        if isinstance(cm, GeneratorContextVariable):  # a `@contextmanager` function's
+            from .calls import enter_generator_context
+
+            value = enter_generator_context(self, cm)
+            self.push(GeneratorExitVariable(cm))
+            self.push(value)
+            return
         if isinstance(cm, ConstantVariable) and isinstance(cm.value, _NoParamContext):
             cm = GradModeVariable(type(cm.value)._target)  # a kept `no_grad()` object
         cls = type(cm.value) if isinstance(cm, ConstantVariable) else None
@@ -339,10 +390,12 @@ class ExceptionOpcodes:
             self.push(self.builder.enter_sdpa_kernel(cm.value.switches))  # the __exit__
             self.push(DictVariable({}))  # what the block's `as` target gets
             return
-        if isinstance(cm, ConstantVariable) and type(cm.value) is _autocast_class():
+        if isinstance(cm, ConstantVariable) and is_autocast_type(type(cm.value)):
             self.push(self.builder.enter_autocast(cm.value))  # the region's __exit__
             self.push(cm)  # what autocast.__enter__ returns: the object itself
             return
+        if _type_of(cm) is warnings.catch_warnings:
+            raise catch_warnings_break(self)
         if not isinstance(cm, GradModeVariable):
             raise Unsupported("a with block whose context is not a grad mode")
         self.push(GradModeVariable(

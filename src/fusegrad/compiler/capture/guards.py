@@ -14,7 +14,7 @@ import operator
 import numpy as np
 
 from ... import _dtype
-from ..._autocast import get_autocast_dtype
+from ..._autocast import get_autocast_dtype, is_autocast_enabled
 from ..._dispatch import sync_view as _sync_view
 from ..._shapes import dense_strides, is_dense_in
 from ..._symbolic import SymInt
@@ -305,21 +305,32 @@ def _module_call_is(module, forward, bound: bool) -> bool:
     return d.get("forward") is forward
 
 
-def _module_hooks_are(module, forward, bound: bool, n_pre: int, hooks: tuple) -> bool:
-    """True if `module(...)` runs `forward` between exactly these positional forward hooks
-    (the first `n_pre` before it) and no others."""
+def _module_hooks_are(module, forward, bound: bool, n_pre: int, hooks: tuple,
+                      flags: tuple = ((), (), ())) -> bool:
+    """True if `module(...)` runs `forward` between exactly these forward hooks (the first
+    `n_pre` before it) and no others, those at the positions in `flags` taking keyword
+    arguments (pre-hooks, hooks) or always called, as when they were traced."""
     d = module.__dict__
-    if d.get("_backward_hooks") or d.get("_backward_pre_hooks") or \
-            d.get("_forward_pre_hooks_with_kwargs") or d.get("_forward_hooks_with_kwargs") or \
-            d.get("_forward_hooks_always_called"):
+    if d.get("_backward_hooks") or d.get("_backward_pre_hooks"):
         return False
     pre, post = d.get("_forward_pre_hooks") or {}, d.get("_forward_hooks") or {}
     if len(pre) != n_pre or len(pre) + len(post) != len(hooks) or \
             any(a is not b for a, b in zip((*pre.values(), *post.values()), hooks)):
         return False
+    if _flag_positions(pre, d.get("_forward_pre_hooks_with_kwargs")) != flags[0] or \
+            _flag_positions(post, d.get("_forward_hooks_with_kwargs")) != flags[1] or \
+            _flag_positions(post, d.get("_forward_hooks_always_called")) != flags[2]:
+        return False
     if bound:
         return "forward" not in d and type(module).forward is forward
     return d.get("forward") is forward
+
+
+def _flag_positions(hooks: dict, flagged) -> tuple:
+    """The positions in hook table `hooks` of the ids in `flagged` (None: none)."""
+    if not flagged:
+        return ()
+    return tuple(i for i, hid in enumerate(hooks) if hid in flagged)
 
 
 def _same_data(a, b) -> bool:
@@ -390,16 +401,20 @@ def _no_global_module_hooks() -> bool:
     return not any_call_hooks()
 
 
-def _global_module_hooks_are(pre: tuple, post: tuple) -> bool:
+def _global_module_hooks_are(pre: tuple, post: tuple, keyword: tuple = (),
+                             always: tuple = ()) -> bool:
     """The hooks registered for every module are exactly forward pre-hooks `pre` and
-    forward hooks `post`, in order (and no other kind)."""
+    forward hooks `post`, in order (and no other kind), those at the positions `keyword`
+    and `always` among the hooks taking keyword arguments and always called."""
     from ...nn.modules import _global_hooks as g
 
-    return not (g._global_backward_hooks or g._global_backward_pre_hooks or
-                g._global_forward_hooks_with_kwargs or
-                g._global_forward_hooks_always_called) and \
+    return not (g._global_backward_hooks or g._global_backward_pre_hooks) and \
         _same_objects(g._global_forward_pre_hooks.values(), pre) and \
-        _same_objects(g._global_forward_hooks.values(), post)
+        _same_objects(g._global_forward_hooks.values(), post) and \
+        _flag_positions(g._global_forward_hooks, g._global_forward_hooks_with_kwargs) == \
+        keyword and \
+        _flag_positions(g._global_forward_hooks, g._global_forward_hooks_always_called) == \
+        always
 
 
 def _same_objects(values, objects: tuple) -> bool:
@@ -426,6 +441,7 @@ def _helpers() -> dict:
             "___autocast": lambda: _thread_local.autocast,
             "___default_dtype": lambda: _dtype.defaults.float, "___items": _items,
             "___autocast_default": get_autocast_dtype,
+            "___autocast_enabled": is_autocast_enabled,
             "___module_call_is": _module_call_is, "___module_hooks_are": _module_hooks_are,
             "___copysign": math.copysign, "math": math,  # (`math.sqrt(L['v'])` of a SymFloat)
             "___same_data": _same_data, "___distinct_storage": _distinct_storage,

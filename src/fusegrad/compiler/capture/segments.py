@@ -15,6 +15,7 @@ everything else is rebuilt from its source (an input) or kept as a constant.
 from __future__ import annotations
 
 import re
+import types
 import warnings
 import weakref
 from dataclasses import dataclass, field
@@ -61,6 +62,7 @@ from .variables import (
     DefaultDictVariable,
     DictVariable,
     DictViewVariable,
+    GeneratorContextVariable,
     GradModeVariable,
     IteratorVariable,
     ListContents,
@@ -413,6 +415,18 @@ class FrameRunner:
         return seg
 
     def _capture(self, start: int, L: dict, S: list) -> Segment:
+        if start and any(isinstance(v, warnings.catch_warnings) or
+                         isinstance(v, types.MethodType) and
+                         isinstance(v.__self__, warnings.catch_warnings) for v in S):
+            # At a `with warnings.catch_warnings()` block made or entered for real: its
+            # statements call the warnings module, which capture does not follow, so the
+            # block and the rest of the frame run eagerly (Dynamo cannot resume inside it).
+            line = _line_of(self.code, start)
+            reason = "inside a with block over warnings.catch_warnings()"
+            self.history.append(("break", logs.graph_break(
+                f"{reason} (the rest of the frame runs eagerly)", self.code, line,
+                fallback=True)))
+            return Segment(start, "eager", reason=reason, line=line)
         builder = GraphBuilder()
         builder.dynamic_dims = self.dynamic.for_capture(start)
         builder.dynamic_ints = self.dynamic.int_for_capture(start)
@@ -481,7 +495,8 @@ class FrameRunner:
                 where = None
                 if tr.parent is None:
                     where = "inside a loop" if self._in_loop(inst.offset) else \
-                        "inside an exception handler" if tr.handled else None
+                        "inside an exception handler" if tr.handled else \
+                        getattr(e, "rest_eager", None)
                 text = getattr(e, "reason", None) or str(e)  # (PyTorch's words, if any)
                 reason = f"{text} ({where}: the rest of the frame runs eagerly)" if where \
                     else text
@@ -852,6 +867,9 @@ def _spec_value(v, outputs: _Outputs):
         from .objects import object_spec
 
         return object_spec(v, lambda item: _spec(item, outputs))
+    if isinstance(v, GeneratorContextVariable) and v.frame is None and not v.kwargs:
+        # (not entered yet: made again for real from its function and arguments)
+        return ("named", v.helper, [_spec(a, outputs) for a in v.args])
     if isinstance(v, AutocastExitVariable):
         raise Unsupported("a graph break inside a with autocast() block")
     if isinstance(v, SdpaExitVariable):

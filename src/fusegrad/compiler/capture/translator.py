@@ -609,6 +609,10 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
                 self.builder.guards.constant(ref, prop)
                 return self.call(BoundFunctionVariable(prop.fget, obj), [], {})
             why = _attr_runs_code(obj.value, name)
+            if why is not None and why.endswith(f"__getattr__ may answer {name!r}"):
+                answer = self._python_getattr(obj, name)
+                if answer is not None:
+                    return answer
             if why is not None:  # read for real, once, as eager reads it
                 raise Unsupported(why)
         if isinstance(obj, ConstantVariable):
@@ -641,6 +645,26 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
             # (not `keywords`: the real partial's dict, which a copy here would not be)
             return obj.func if name == "func" else TupleVariable(obj.args)
         raise Unsupported(f"attribute {name!r} of {type(obj).__name__}")
+
+    def _python_getattr(self, obj: ConstantVariable, name: str) -> Variable | None:
+        """`obj.name` answered by the class's Python `__getattr__` (a wrapper forwarding
+        what it lacks to the module it wraps, as LoRA adapters do), traced as Dynamo traces
+        it: inlined with the name, guarded on the class's `__getattr__` and on the instance
+        still lacking the attribute (then Python would not call it). None where the object
+        has no source to guard it through, or the method is not a plain function."""
+        src = self.guard_root(obj)
+        cls = type(obj.value)
+        fn = inspect.getattr_static(cls, "__getattr__", None)
+        if src is None or not isinstance(fn, types.FunctionType) or \
+                inspect.getattr_static(cls, name, None) is not None or \
+                not isinstance(getattr(obj.value, "__dict__", None), dict):
+            return None  # (an unset slot, which a later assignment sets)
+        guards = self.builder.guards
+        lookup = guards.ref(inspect.getattr_static, "fn")
+        guards.add(f"type({src}).__getattr__ is {guards.ref(fn, 'fn')} and "
+                   f"{name!r} not in {src}.__dict__ and "
+                   f"{lookup}(type({src}), {name!r}, None) is None")
+        return self.call(BoundFunctionVariable(fn, obj), [ConstantVariable(name)], {})
 
     def _namedtuple_attr(self, obj: TupleVariable, name: str) -> Variable:
         """A class attribute read through a named tuple built in the graph: a method the

@@ -551,6 +551,43 @@ class GeneratorVariable(LazyIteratorVariable):
         return types.GeneratorType
 
 
+class GeneratorContextVariable(Variable):
+    """`cm(...)` of a `@contextlib.contextmanager` function, made while translating: the
+    generator's code runs in a child translator (`frame`, made when a `with` block enters
+    it) up to its `yield`, and on to its end when the block exits (`helper`: the decorated
+    function, which makes the real object where this one must be rebuilt)."""
+
+    __slots__ = ("helper", "func", "args", "kwargs", "frame")
+
+    def __init__(self, helper, func, args: list, kwargs: dict):
+        super().__init__()
+        self.helper = helper
+        self.func = func
+        self.args = args
+        self.kwargs = kwargs
+        self.frame = None
+
+    def python_type(self) -> type:
+        import contextlib
+
+        return contextlib._GeneratorContextManager
+
+
+class GeneratorExitVariable(Variable):
+    """The `__exit__` of a generator context manager a `with` block entered (`cm`)."""
+
+    __slots__ = ("cm",)
+
+    def __init__(self, cm: GeneratorContextVariable):
+        super().__init__()
+        self.cm = cm
+
+    def python_type(self) -> type:
+        import types
+
+        return types.MethodType
+
+
 class LazyZipVariable(LazyIteratorVariable):
     """`enumerate(it, start)` (`start` an int) or `zip(*its)` (`start` None) of iterators
     among which a lazy one: each item takes the next of every part in order, as the builtin
