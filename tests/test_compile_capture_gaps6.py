@@ -854,3 +854,45 @@ def test_deprecated_and_disabled_autocast_spellings():
     got, want = run_with(fg), run_with(torch)
     assert got == want
     assert got[0] == got[1] and got[2] == (1, 0)
+
+
+class _CountingThroughAMethod:
+    """A `__getattr__` whose count of reads is kept by a method it calls."""
+
+    def __init__(self, w):
+        self.w, self.n = w, 0
+
+    def _count(self):
+        self.n += 1
+        return self.n
+
+    def __getattr__(self, name):
+        return self.w * self._count()
+
+
+class _CountingInPlace:
+    """A `__getattr__` that counts its reads itself."""
+
+    def __init__(self, w):
+        self.w, self.n = w, 0
+
+    def __getattr__(self, name):
+        self.n += 1
+        return self.w * self.n
+
+
+@pytest.mark.parametrize("cls", [_CountingThroughAMethod, _CountingInPlace])
+def test_a_getattr_with_effects_runs_once_per_read(cls):
+    """A `__getattr__` that changes its object is read for real, once per read, as eager
+    reads it (the forwarding `__getattr__` of wrappers is traced only where it writes
+    nothing): the values and the count after each call are eager's."""
+    def read_twice(x, o):
+        return x * o.v + o.v
+
+    fg._dynamo.reset()
+    compiled = fg.compile(read_twice, backend="eager")
+    got, want = cls(fg.ones(3)), cls(fg.ones(3))
+    for i in range(3):
+        x = fg.arange(3.0) + i
+        np.testing.assert_array_equal(compiled(x, got).numpy(), read_twice(x, want).numpy())
+        assert got.n == want.n

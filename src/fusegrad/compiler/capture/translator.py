@@ -346,6 +346,18 @@ def _is_nn_module(obj) -> bool:
     return isinstance(obj, Module)
 
 
+_WRITING_OPCODES = frozenset({"STORE_ATTR", "DELETE_ATTR", "STORE_GLOBAL", "DELETE_GLOBAL",
+                              "STORE_DEREF", "DELETE_DEREF", "STORE_SUBSCR", "DELETE_SUBSCR"})
+
+
+def _writes_anything(code) -> bool:
+    """Whether `code` (or a function made in it) stores into anything but its own locals."""
+    for inst in dis.get_instructions(code):
+        if inst.opname in _WRITING_OPCODES:
+            return True
+    return any(_writes_anything(c) for c in code.co_consts if isinstance(c, types.CodeType))
+
+
 class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes):
     """Executes one frame's bytecode over variables."""
 
@@ -652,6 +664,8 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
         it: inlined with the name, guarded on the class's `__getattr__` and on the instance
         still lacking the attribute (then Python would not call it). None where the object
         has no source to guard it through, or the method is not a plain function."""
+        from .calls import effect_since
+
         src = self.guard_root(obj)
         cls = type(obj.value)
         fn = inspect.getattr_static(cls, "__getattr__", None)
@@ -659,12 +673,28 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
                 inspect.getattr_static(cls, name, None) is not None or \
                 not isinstance(getattr(obj.value, "__dict__", None), dict):
             return None  # (an unset slot, which a later assignment sets)
-        guards = self.builder.guards
+        if _writes_anything(fn.__code__):
+            # (a `__getattr__` that counts its reads must run once per read, for real: the
+            # translation also asks the real object things, each a call of it)
+            return None
+        builder = self.builder
+        guards = builder.guards
+        mark, n_stores, mutated = len(builder.created), len(builder.stores), builder.mutated
+        guard_mark = guards.mark()
         lookup = guards.ref(inspect.getattr_static, "fn")
         guards.add(f"type({src}).__getattr__ is {guards.ref(fn, 'fn')} and "
                    f"{name!r} not in {src}.__dict__ and "
                    f"{lookup}(type({src}), {name!r}, None) is None")
-        return self.call(BoundFunctionVariable(fn, obj), [ConstantVariable(name)], {})
+        answer = self.call(BoundFunctionVariable(fn, obj), [ConstantVariable(name)], {})
+        if effect_since(builder, mark, n_stores) is not None:
+            # A `__getattr__` that changes something (a counter of reads) is read for real,
+            # once per read, as eager reads it: undo the translation of it.
+            builder.discard_since(mark)
+            del builder.stores[n_stores:]
+            builder.mutated = mutated
+            guards.rollback(guard_mark)
+            return None
+        return answer
 
     def _namedtuple_attr(self, obj: TupleVariable, name: str) -> Variable:
         """A class attribute read through a named tuple built in the graph: a method the
