@@ -292,6 +292,18 @@ def run_pieces(fn, before: tuple, after: tuple, units: int, work: int) -> None:
     call(address, block.buffer_info()[0], len(block), len(before), units, threads)
 
 
+def workers_call_address() -> int:
+    """The address of the C workers' `fg_workers_call` (generated kernels call it to share
+    their pieces), the workers told their CPUs first as for the eager kernels; 0 without
+    them (C kernels off or not built)."""
+    fn = function("workers", "fg_workers_call", "ppiiii")
+    if fn is None:
+        return 0
+    if not _state.placed:
+        _place_workers(_parallel.helper_cpus())
+    return ctypes.cast(fn, ctypes.c_void_p).value or 0
+
+
 def _place_workers(cpus: list[int]) -> None:
     """Tell the C workers, before the first starts, the CPU each keeps to (by index) and
     the CPUs this process may use (a worker leaves the caller's CPU for another of them)."""

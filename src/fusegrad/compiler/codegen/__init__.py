@@ -19,7 +19,6 @@ import os
 import warnings
 from typing import Any
 
-from ...ops import _mathlib as mathlib
 from .. import logs
 from . import build, c, graph_cache
 from .ir import Extern, describe
@@ -105,7 +104,7 @@ class CompiledGraph:
         if not self.from_cache:
             if self._flags()[2] and autotune.tunable(art):
                 libs["serial"] = build.build(entry["c_source"], "serial", build.split(
-                    mathlib.source(), [src for _, src in entry["kernels"]]))
+                    c.prefix(), [src for _, src in entry["kernels"]]))
                 autotune.tune(art, libs, tuple(args))
             if key:
                 graph_cache.store(key, entry)
@@ -138,7 +137,7 @@ class CompiledGraph:
             for m in item[1:]:
                 kernels[m] = None  # computed by the group's kernel
             sources.append((name, src))
-        full = mathlib.source() + "\n\n" + "\n\n".join(s for _, s in sources) + "\n"
+        full = c.prefix() + "\n\n" + "\n\n".join(s for _, s in sources) + "\n"
         reuse, persistent, _ = self._flags()
         art = wrapper.generate(g, computations, kernels, slots, reuse=reuse,
                                persistent=persistent)
@@ -154,7 +153,7 @@ def _libraries(entry: dict) -> dict:
     variants = {r[2] for r in entry["artifact"].refs.values() if r[0] == "kernel"}
     if not entry["c_source"]:
         return {}
-    units = build.split(mathlib.source(), [src for _, src in entry["kernels"]])
+    units = build.split(c.prefix(), [src for _, src in entry["kernels"]])
     return {v: build.build(entry["c_source"], v, units) for v in variants | {"default"}}
 
 

@@ -1,8 +1,8 @@
 """Autotuning (modes "max-autotune", "max-autotune-no-cudagraphs"): each kernel of a graph
-is timed in its build variants (`build.VARIANTS`: OpenMP over the outer loop, or one
-thread) on the first call's inputs, and the fastest is kept.
+is timed in its build variants (`build.VARIANTS`: cut into pieces run by the C workers, or
+whole on one thread) on the first call's inputs, and the fastest is kept.
 
-The variants run the same C source, and OpenMP only splits the outer loop (every output
+The variants run the same C source, and the pieces only cut the outer loop (every output
 element is computed by one thread, in the same order), so they give the same bits; the
 tuner checks it (a variant whose results differ in any byte is never chosen), so the
 choice, which depends on timings, never changes a result. Kernels never write their

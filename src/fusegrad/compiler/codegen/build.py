@@ -6,8 +6,9 @@ compiler's version and the CPU's features, installed atomically and checked by i
 The graph-level cache (`graph_cache.py`) keeps its entries the same way (`write_entry`,
 `read_entry`).
 
-Variants: `"default"` builds with OpenMP, `"serial"` without it (one thread; the same
-source, the pragmas ignored), which autotuning times against each other.
+Variants: `"default"` cuts a large kernel into pieces run by the C workers, `"serial"` runs
+it whole (one thread; the same source built with `FG_SERIAL`, see `c.PRELUDE`), which
+autotuning times against each other.
 """
 
 from __future__ import annotations
@@ -30,8 +31,8 @@ from ..._cbuild import (  # noqa: F401  (the cache's parts, used here and by gra
 # -ffp-contract=off: a * b + c stays two roundings, as eager computes it (fused into one
 # FMA it differs in the last bit; PyTorch's compiled kernels match its eager ones there).
 FLAGS = ("-O3", "-march=native", "-fno-math-errno", "-fno-trapping-math", "-fwrapv",
-         "-ffp-contract=off", "-fopenmp", "-fPIC", "-shared")
-VARIANTS = {"default": FLAGS, "serial": tuple(f for f in FLAGS if f != "-fopenmp")}
+         "-ffp-contract=off", "-fPIC", "-shared")
+VARIANTS = {"default": FLAGS, "serial": FLAGS + ("-DFG_SERIAL",)}
 
 
 def cache_key(source: str, cc: str, variant: str = "default") -> str:

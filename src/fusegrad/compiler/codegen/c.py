@@ -3,8 +3,11 @@
 `P` holds the graph's buffer addresses, `K` its integers (sizes, strides, offsets, indices);
 the source names slots of both and no size, so one kernel serves every shape with the same
 layout pattern. Loops: one per dimension, the innermost contiguous one vectorisable by gcc
-(every operation is branch-free; clamps, max/min and NaN checks are selects); OpenMP splits
-the outermost loop when the work is large. Reductions accumulate in 16 lanes (a loop gcc
+(every operation is branch-free; clamps, max/min and NaN checks are selects). When the work
+is large, the outermost loop of more than one iteration is cut into one range per thread,
+run by the eager kernels' C workers (`ops/native/workers.c`; `PRELUDE`): each output
+element is computed by one piece in the order it has at one thread, so the results are the
+same bits at every thread count. Reductions accumulate in 16 lanes (a loop gcc
 vectorises without reassociating: the lanes are combined at the end). A pointwise kernel's
 loops nest in its output's memory order, the two innermost tiled where a load reads across
 them (a transposition); an innermost variable that loads divide and take the remainder of
@@ -26,7 +29,11 @@ CTYPES = {_dtype.float32: "float", _dtype.float64: "double", _dtype.int64: "int6
           _dtype.uint8: "uint8_t", _dtype.bool_: "uint8_t"}
 LANES = 16
 ARG_LANES = 64
-PARALLEL_WORK = 1 << 17  # elements below which OpenMP's start-up costs more than it gains
+# Work (elements, times the reduced ones) from which a kernel is cut into pieces run by the C
+# workers (`PRELUDE`), as the eager kernels share theirs (`_parallel.MIN_CHUNK`).
+PARALLEL_WORK = 1 << 14
+# The `K` slots the wrapper writes (see `Slots`).
+K_RUN, K_THREADS = 0, 1
 
 
 class Slots:
@@ -34,7 +41,9 @@ class Slots:
 
     def __init__(self):
         self.buffers: dict = {}  # Buffer -> slot
-        self.ints: list[int] = []
+        # K[0]: the C workers' entry (an address, written when the wrapper is loaded),
+        # K[1]: the threads a kernel's pieces are shared among (written on every call).
+        self.ints: list[int] = [0, 1]
 
     def buffer(self, buf: Buffer) -> int:
         """The `P` slot of `buf`."""
@@ -85,6 +94,10 @@ class KernelWriter:
         self.ptrs: dict = {}
         self.exact = exact
         self.uses_fast = False
+        # Whether the kernel is cut into pieces (every top-level loop nest over the piece's
+        # range: `_top`), and the work of its top-level nests (`_render` decides from it).
+        self.cut = False
+        self.top_work = 0
         self.ops: list[str] = []
         self.tmp = 0
         # Loads not depending on these (innermost) loop variables are read once, before
@@ -257,9 +270,11 @@ class KernelWriter:
 def _loops(w: KernelWriter, extents: list, names: list, inner: list[str], work: int,
            hoisted: tuple = ()) -> list:
     """Nested loops over `extents` around `inner` lines, `hoisted` lines just before the
-    innermost loop; OpenMP on the outermost."""
-    if not extents:
-        return list(hoisted) + inner
+    innermost loop; the outermost cut into the piece's range in a kernel cut into pieces
+    (`work` > 0: a top-level nest; 0: a nest inside another)."""
+    if not extents:  # (a 0-d result: nothing to cut, and no reason to cut the kernel)
+        lines = list(hoisted) + inner
+        return _first_piece(lines) if w.cut and work > 0 else lines
     heads = [f"for (int64_t {v} = 0; {v} < {n}; {v}++) {{" for n, v in zip(extents, names)]
     return _nest(w, heads, inner, work, hoisted)
 
@@ -267,19 +282,53 @@ def _loops(w: KernelWriter, extents: list, names: list, inner: list[str], work: 
 def _nest(w: KernelWriter, heads: list[str], inner: list[str], work: int,
           hoisted) -> list:
     """The loops opened by `heads` (outermost first) around `inner`, `hoisted` lines just
-    before the innermost loop, OpenMP on the outermost when the work is large."""
+    before the innermost loop; in a kernel cut into pieces, the outermost loop of more than
+    one iteration of a top-level nest (`work` > 0) runs over the range of the piece
+    (`_ranged`)."""
     lines: list[str] = []
+    ranged = _top(w, work)
     for depth, head in enumerate(heads):
         pad = "  " * depth
         if depth == len(heads) - 1:
             lines += [pad + x for x in hoisted]
-        if depth == 0 and work >= PARALLEL_WORK:
-            red = " reduction(|:fg_large)" if w.uses_fast and not w.exact else ""
-            lines.append(f"{pad}#pragma omp parallel for{red}")
+        if ranged:
+            cut = _ranged(w, head)
+            if cut is not None:
+                head, ranged = cut, False
         lines.append(pad + head)
     lines += ["  " * len(heads) + x for x in inner]
     lines += ["  " * d + "}" for d in range(len(heads) - 1, -1, -1)]
-    return lines
+    return _first_piece(lines) if ranged else lines  # (no loop to cut)
+
+
+def _top(w: KernelWriter, work: int) -> bool:
+    """Whether a top-level loop nest of `work` (> 0; 0: a nest inside another) is cut into
+    the piece's range; its work counts towards the kernel's (`_render`)."""
+    w.top_work += work
+    return w.cut and work > 0
+
+
+def _first_piece(lines: list[str]) -> list[str]:
+    """A top-level nest of a kernel cut into pieces that has no loop of more than one
+    iteration to cut: run by the first piece alone (every element is written once)."""
+    return ["if (fg_start == 0) {"] + ["  " + x for x in lines] + ["}"]
+
+
+_HEAD = re.compile(r"for \(int64_t (\w+) = 0; \1 < (\w+); \1(\+\+| \+= (\w+))\) \{$")
+
+
+def _ranged(w: KernelWriter, head: str) -> str | None:
+    """Loop `head` (`for (int64_t v = 0; v < n; v++ or v += step) {`) over the range of
+    the kernel's piece: its iterations (steps) cut in `fg_units` equal shares, of which the
+    piece runs shares [fg_start, fg_stop). None for a loop of one iteration (a size-1 dim:
+    the next loop is cut instead). The cut never changes what an iteration computes, so
+    the results are the same bits at every thread count."""
+    m = _HEAD.match(head)
+    if m is None or m.group(2) == "1":
+        return None
+    v, n, step = m.group(1), m.group(2), m.group(4) or "1"
+    return (f"for (int64_t {v} = fg_lo({n}, {step}, fg_start, fg_units); "
+            f"{v} < fg_lo({n}, {step}, fg_stop, fg_units); {v} += {step}) {{")
 
 
 def loop_order(shape, strides) -> list:
@@ -292,7 +341,7 @@ def loop_order(shape, strides) -> list:
     ordered = sorted(sized, key=lambda d: -abs(int(strides[d])))  # (stable: ties keep order)
     if ordered == sorted(ordered):
         return dims
-    # Size-1 dims after the outermost loop (OpenMP splits that one), before the innermost.
+    # Size-1 dims after the outermost loop (the one cut into pieces), before the innermost.
     return ordered[:1] + [d for d in dims if int(shape[d]) == 1] + ordered[1:]
 
 
@@ -504,7 +553,7 @@ def _simplify(e, bounds: dict):
 def _tiled_loops(w: KernelWriter, extents: list, names: list, inner: list[str], work: int,
                  hoisted: list) -> list:
     """`_loops` with the two innermost loops split into `TILE` x `TILE` blocks (the block
-    loops outside, OpenMP on the outermost loop)."""
+    loops outside, the outermost cut into pieces as `_loops` cuts it)."""
     heads = [f"for (int64_t {v} = 0; {v} < {n}; {v}++) {{"
              for n, v in zip(extents[:-2], names[:-2])]
     heads += [f"for (int64_t {v}t = 0; {v}t < {n}; {v}t += {TILE}) {{"
@@ -641,10 +690,15 @@ def _column_nest(node: Reduction, out: Buffer, w: KernelWriter) -> list:
               f"  {store} = ({CTYPES[node.dtype]})res;", "}"]
     work = _numel(node.shape) * _numel(node.reduced_shape)
     lines = list(w.hoisted)
-    if len(idx) == 1 and work >= PARALLEL_WORK:
-        lines.append("#pragma omp parallel for")
-    lines += [f"for (int64_t xb = 0; xb < {n_last}; xb += {B}) {{"]
-    lines += ["  " + x for x in block] + ["}"]
+    head = f"for (int64_t xb = 0; xb < {n_last}; xb += {B}) {{"
+    if len(idx) == 1:  # the column blocks are the top-level loop
+        if not _top(w, work):
+            return lines + [head] + ["  " + x for x in block] + ["}"]
+        cut = _ranged(w, head)
+        if cut is None:
+            return lines + _first_piece([head] + ["  " + x for x in block] + ["}"])
+        return lines + [cut] + ["  " + x for x in block] + ["}"]
+    lines += [head] + ["  " + x for x in block] + ["}"]
     extents = [w.kint(n) if n != 1 else "1" for n in node.shape[:-1]]
     return _loops(w, extents, [str(i) for i in idx[:-1]], lines, work)
 
@@ -849,20 +903,90 @@ def render_group(members: list, slots: Slots, number: int) -> tuple[str, str]:
 
 
 def _render(nest, slots: Slots, number: int) -> tuple[str, str]:
+    # Cut into pieces when the kernel's work is large: decided for the whole kernel (a
+    # first rendering counts it), so that every top-level nest is cut alike and none is
+    # run whole by every piece.
+    probe = KernelWriter(Slots())
+    nest(probe)
     w = KernelWriter(slots)
+    w.cut = probe.top_work >= PARALLEL_WORK
     lines = nest(w)
     name = kernel_name(w.ops, number)
-    body = ["int fg_large = 0;"] + lines if w.uses_fast else lines
+    exact_lines: list[str] = []
     if w.uses_fast:
         # Rare arguments the fast sin/cos cannot reduce: compute everything again with the
-        # exact reduction (kernels never overwrite their inputs, so this is safe).
+        # exact reduction (kernels never overwrite their inputs, so this is safe), over the
+        # whole call whichever piece met one, so the bits never depend on the cut.
         exact = KernelWriter(slots, exact=True)
-        exact.kslots, exact.ptrs = w.kslots, w.ptrs
+        exact.kslots, exact.ptrs, exact.cut = w.kslots, w.ptrs, w.cut
         exact_lines = nest(exact)
-        body += ["if (fg_large) {"] + ["  " + x for x in exact_lines] + ["}"]
-    src = [f"void {name}(void **restrict P, const int64_t *restrict K) {{"]
-    src += ["  " + x for x in w.declarations() + body] + ["}"]
-    return name, "\n".join(src)
+    decl = ["  " + x for x in w.declarations()]
+    if not w.cut:  # one piece: the loops as they are
+        src = [f"void {name}(void **restrict P, const int64_t *restrict K) {{"] + decl
+        if w.uses_fast:
+            src += ["  int fg_large = 0;"] + ["  " + x for x in lines]
+            src += ["  if (fg_large) {"] + ["    " + x for x in exact_lines] + ["  }"]
+        else:
+            src += ["  " + x for x in lines]
+        return name, "\n".join(src + ["}"])
+    # The kernel running its pieces on the C workers (`fg_pieces`), then the loops over the
+    # range of one piece (`_ranged`).
+    head = (f"static void fg_piece_{name}(void **restrict P, const int64_t *restrict K, "
+            "int64_t *fg_flag, int64_t fg_start, int64_t fg_stop, int64_t fg_units, "
+            "int64_t fg_exact)")
+    src = [head + ";", "", f"void {name}(void **restrict P, const int64_t *restrict K) {{",
+           "  int64_t fg_flag = 0;", f"  fg_pieces(fg_piece_{name}, P, K, &fg_flag, 0);"]
+    if w.uses_fast:
+        src += [f"  if (fg_flag) fg_pieces(fg_piece_{name}, P, K, &fg_flag, 1);"]
+    src += ["}", "", head + " {"] + decl
+    if w.uses_fast:
+        src += ["  int fg_large = 0;", "  if (!fg_exact) {"] + ["    " + x for x in lines]
+        src += ["  } else {"] + ["    " + x for x in exact_lines] + ["  }"]
+        src += ["  if (fg_large) __atomic_fetch_or(fg_flag, 1, __ATOMIC_RELAXED);"]
+    else:
+        src += ["  (void)fg_flag; (void)fg_exact;"] + ["  " + x for x in lines]
+    return name, "\n".join(src + ["}"])
+
+
+# Declared before the kernels: how a kernel whose loops run over ranges (`_ranged`) is cut
+# into pieces. `K[0]` holds the address of the C workers' `fg_workers_call` (0: none) and
+# `K[1]` the number of threads to share among, which the wrapper writes on every call
+# (`Slots`). The workers call the piece function with all its arguments as 64-bit integers,
+# its range at arguments 3 and 4; with FG_SERIAL (the build variant "serial") the kernel
+# runs as one piece.
+PRELUDE = """
+typedef void (*fg_piece_fn)(void **, const int64_t *, int64_t *, int64_t, int64_t, int64_t,
+                            int64_t);
+typedef void (*fg_run_fn)(void *, const int64_t *, int64_t, int64_t, int64_t, int64_t);
+
+/* The first step of shares [0, share) of a loop of `n` iterations, `step` at a time, cut
+   in `units` shares (the end of the loop for share == units). */
+static inline int64_t fg_lo(int64_t n, int64_t step, int64_t share, int64_t units) {
+  const int64_t steps = (n + step - 1) / step;
+  const int64_t at = steps * share / units * step;
+  return at < n ? at : n;
+}
+
+static void fg_pieces(fg_piece_fn fn, void **P, const int64_t *K, int64_t *flag,
+                      int64_t exact) {
+  const int64_t threads = K[1];
+#ifndef FG_SERIAL
+  if (threads > 1 && K[0]) {
+    const int64_t args[7] = {(int64_t)P, (int64_t)K, (int64_t)flag, 0, 0, threads, exact};
+    ((fg_run_fn)K[0])((void *)fn, args, 7, 3, threads, threads);
+    return;
+  }
+#endif
+  (void)threads;
+  fn(P, K, flag, 0, 1, 1, exact);
+}
+"""
+
+
+def prefix() -> str:
+    """What every kernel source is compiled after: the float32 math functions and
+    `PRELUDE`."""
+    return mathlib.source() + PRELUDE
 
 
 def tidy(source: str) -> str:

@@ -8,11 +8,13 @@ process without lowering the graph again.
 
 `call` binds the inputs' addresses into the pointer table `P`, allocates outputs, calls the
 kernels with the prepared `P` and `K` tables (ctypes arrays built once) and the extern
-kernels with NumPy arrays, and returns fusegrad Tensors. An extern's input that is a view of
-a buffer (`ir.View`) is passed as a NumPy view of it (`base.transpose(...)`, a reshape, or
-`as_strided`), never copied, as PyTorch's inductor passes strided views to its externs; the
-extern's results are copied only if they share memory with such a view (a kernel returning
-its input), so results never alias other buffers. An extern's result whose buffer has eager's
+kernels with NumPy arrays, and returns fusegrad Tensors. It first writes into `K` the
+threads a large kernel's pieces are shared among (`c.PRELUDE`: the C workers run them).
+An extern's input that is a view of a buffer (`ir.View`) is passed as a NumPy view of it
+(`base.transpose(...)`, a reshape, or `as_strided`), never copied, as PyTorch's inductor
+passes strided views to its externs; the extern's results are copied only if they share
+memory with such a view (a kernel returning its input), so results never alias other
+buffers. An extern's result whose buffer has eager's
 non-row-major layout (flash attention's output) is kept as the kernel returns it.
 
 Buffers: outputs are new arrays on every call (a returned tensor is never written by a later
@@ -32,7 +34,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..._dtype import FROM_NP, own_instance
-from .c import Slots
+from ...ops import _parallel
+from .c import K_RUN, K_THREADS, Slots
 from .ir import Buffer, Extern, Pointwise, PythonCall, ScalarInput, View, contiguous_strides
 
 _LIVE_TO_END = 1 << 60
@@ -308,6 +311,8 @@ def generate(g, computations: list, kernels: dict, slots: Slots, reuse: bool = T
                 w.emit(f"P[{slot}] = P[{slots.buffer(r)}]")
         w.refs[kname] = ("kernel", kname, "default")
         w.emit(f"{kname}(P, K)")
+    if writes:  # the threads the kernels' pieces are shared among now (`c.PRELUDE`)
+        w.lines.insert(0, f"    K[{K_THREADS}] = _threads(K)")
     rets = []
     # One tensor per buffer: a value the graph returns twice (a forward output that is also
     # saved for the backward) must be one tensor with one version counter, so that writing
@@ -480,6 +485,25 @@ def _start(v: View) -> list:
     return [value(e) for e in v.index]
 
 
+def _threads(K) -> int:
+    """The threads a kernel's pieces may be shared among now: the intra-op thread count,
+    one inside a side-by-side task (`_parallel.concurrently`). The first call that shares
+    writes the C workers' entry into `K` (loaded no sooner: one thread never needs them)."""
+    threads = _parallel.sharing_threads(_parallel.MIN_CHUNK)
+    if threads > 1 and not K[K_RUN]:
+        K[K_RUN] = _workers_entry()
+    return threads
+
+
+def _workers_entry() -> int:
+    """The address of the C workers' `fg_workers_call` (`ops/native/workers.c`), which
+    runs a kernel's pieces on them, the workers told their CPUs as for the eager kernels;
+    0 without them (C kernels off or not built: every kernel runs whole)."""
+    from ...ops import _native
+
+    return _native.workers_call_address()
+
+
 def _own_dtype(dt: np.dtype) -> np.dtype:
     """NumPy's own instance of dtype `dt` (an unpickled dtype is a separate, equal object)."""
     d = FROM_NP.get(dt)
@@ -501,7 +525,7 @@ def load(art: Artifact, libs: dict):
                    "_laid_out": _laid_out,
                    "_in_memory_order": _in_memory_order,
                    "_empty_strided": empty_strided, "_restrided": restrided,
-                   "_scalar": _scalar,
+                   "_scalar": _scalar, "_threads": _threads,
                    "_addr": _array_address, "_wrap": _dispatch._wrap, "P": P, "K": K,
                    "_last": [None] * art.n_inputs}
     # An artifact read back from the disk cache holds unpickled dtypes and arrays: each is
