@@ -1202,13 +1202,6 @@ _CAPTURE_GAPS = {
         "fg.triu_indices(4, 4, offset=1); return x[i] - x[j]; fg.compile(f, "
         "backend='eager')(fg.arange(4.0)) breaks ('call to fusegrad.triu_indices outside the "
         "graph'); torch captures it whole"),
-    "reference_script_loss_dict": (
-        "distributed.is_available() and distributed.is_initialized() break the graph: def "
-        "f(x): rank = dist.get_rank() if dist.is_initialized() else 0; return x * 2 if "
-        "dist.is_available() and rank == 0 else x (dist = fg.distributed); fg.compile(f, "
-        "backend='eager')(fg.ones(2)) breaks twice ('call to fusegrad.is_initialized "
-        "outside the graph', 'call to fusegrad.is_available outside the graph'); torch "
-        "answers both while tracing and captures it whole"),
 }
 
 # (a program whose compiled run fails cannot have its graph breaks counted)
@@ -1255,3 +1248,24 @@ def test_sync_batchnorm_without_a_process_group_compiles_whole():
     _check(_converted_for_ddp)
     check_torch_breaks(torch, _converted_for_ddp, {})
     check_breaks_within_torchs(fg, _converted_for_ddp, {})
+
+
+def _distributed_queries(lib):
+    """`dist.is_initialized()` and `dist.is_available()` in compiled code (reference
+    training scripts' helpers): answered while tracing, guarded, no break."""
+    dist = lib.distributed
+    lib._dynamo.reset()
+
+    def f(x):
+        rank = dist.get_rank() if dist.is_initialized() else 0
+        return x * 2 if dist.is_available() and rank == 0 else x
+
+    return lib.compile(f, backend="eager")(lib.ones(2)).numpy()
+
+
+def test_distributed_queries_fold_in_compiled_code():
+    counters = fg._dynamo.utils.counters
+    counters.clear()
+    got = _distributed_queries(fg)
+    assert not counters["graph_break"] and counters["stats"]["unique_graphs"] == 1
+    np.testing.assert_array_equal(got, _distributed_queries(torch))

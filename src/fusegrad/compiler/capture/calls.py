@@ -577,22 +577,24 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
 @functools.cache
 def _constant_queries() -> tuple:
     """Library questions whose answer is fixed while a graph is captured, as Dynamo answers
-    them: `jit.is_scripting()` is False in traced Python, and `cuda.is_available()` is this
-    build's constant answer (no CUDA backend). Pairs (function, answer)."""
-    from ... import cuda, jit
+    them: `jit.is_scripting()` is False in traced Python, and `cuda.is_available()` and
+    `distributed.is_available()` are this build's constant answers. Pairs (function,
+    answer)."""
+    from ... import cuda, distributed, jit
 
-    return (jit.is_scripting, False), (cuda.is_available, cuda.is_available())
+    return (jit.is_scripting, False), (cuda.is_available, cuda.is_available()), \
+        (distributed.is_available, distributed.is_available())
 
 
 @functools.cache
 def _guarded_queries() -> tuple:
     """Library questions answered now and guarded, as Dynamo folds them: `jit.is_tracing()`
-    (True while a `jit.trace` recording runs the compiled code) and
-    `onnx.is_in_onnx_export()` (while an export runs the model). Imported on first use: jit
-    imports the compiler's package."""
-    from ... import jit, onnx
+    (True while a `jit.trace` recording runs the compiled code), `onnx.is_in_onnx_export()`
+    (while an export runs the model) and `distributed.is_initialized()` (once a default
+    process group exists). Imported on first use: jit imports the compiler's package."""
+    from ... import distributed, jit, onnx
 
-    return jit.is_tracing, onnx.is_in_onnx_export
+    return jit.is_tracing, onnx.is_in_onnx_export, distributed.is_initialized
 
 
 @functools.cache
