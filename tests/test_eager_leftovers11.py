@@ -321,7 +321,6 @@ MESSAGE_CASES = {
     "linear list bias": lambda L: L.nn.functional.linear(L.ones(2, 3), L.ones(4, 3), [1.0]),
     "linear list input": lambda L: L.nn.functional.linear([[1.0, 2.0, 3.0]], L.ones(4, 3)),
     "linear None input": lambda L: L.nn.functional.linear(None, L.ones(4, 3)),
-    "linear too many": lambda L: L.nn.functional.linear(L.ones(2, 3), L.ones(4, 3), None, None),
     "linear keywords": lambda L: L.nn.functional.linear(
         input=L.ones(2, 3, requires_grad=True), weight=L.ones(4, 3)
     ),
