@@ -1197,11 +1197,6 @@ _CAPTURE_GAPS = {
         "g(fg.arange(8.0).reshape(4, 2)) breaks at the running average's item() (as torch "
         "does); then m.eval(); g(x) under no_grad captures no graph, where torch recompiles "
         "for eval mode and captures it whole (one graph)"),
-    "lambdarank_pairwise": (
-        "triu_indices (and tril_indices) break the graph: def f(x): i, j = "
-        "fg.triu_indices(4, 4, offset=1); return x[i] - x[j]; fg.compile(f, "
-        "backend='eager')(fg.arange(4.0)) breaks ('call to fusegrad.triu_indices outside the "
-        "graph'); torch captures it whole"),
 }
 
 # (a program whose compiled run fails cannot have its graph breaks counted)
@@ -1269,3 +1264,25 @@ def test_distributed_queries_fold_in_compiled_code():
     got = _distributed_queries(fg)
     assert not counters["graph_break"] and counters["stats"]["unique_graphs"] == 1
     np.testing.assert_array_equal(got, _distributed_queries(torch))
+
+
+def _triangle_indices(lib, compiled=False):
+    """triu_indices/tril_indices inside a compiled function (a pairwise ranking loss's
+    pairs): graph factories, no break."""
+    lib._dynamo.reset()
+
+    def f(x):
+        i, j = lib.triu_indices(4, 4, offset=1)
+        return x[i] - x[j], lib.tril_indices(3, 4, -1)
+
+    run = lib.compile(f, backend="eager") if compiled else f
+    return [t.numpy() for t in run(lib.arange(4.0))]
+
+
+def test_triangle_indices_are_graph_factories():
+    counters = fg._dynamo.utils.counters
+    counters.clear()
+    got = _triangle_indices(fg, compiled=True)
+    assert not counters["graph_break"] and counters["stats"]["unique_graphs"] == 1
+    for g, w in zip(got, _triangle_indices(torch), strict=True):
+        np.testing.assert_array_equal(g, w)

@@ -158,6 +158,7 @@ COMPOSITES: dict[str, frozenset[str]] = {
     "rand_like": {_F, _R}, "randn_like": {_F, _R}, "randint_like": {_R},
     "empty_permuted": {_F}, "hann_window": {_F}, "hamming_window": {_F},
     "blackman_window": {_F}, "bartlett_window": {_F}, "kaiser_window": {_F},
+    "triu_indices": {_F}, "tril_indices": {_F},
     # questions answered from metadata, dtypes or the session
     "is_grad_enabled": {_P, _U}, "is_tensor": {_P, _U}, "get_default_dtype": {_P},
     "promote_types": {_P}, "result_type": {_P}, "can_cast": {_P}, "is_floating_point": {_P},
