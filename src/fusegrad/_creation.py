@@ -118,7 +118,7 @@ def _check_device(device) -> _device_cls | None:
 
 
 def _finish(data: np.ndarray, dtype: _dtype.dtype, requires_grad: bool) -> Tensor:
-    t = Tensor._make(_dtype.own_instance(data), dtype)
+    t = Tensor._make(data, dtype)
     if requires_grad:
         t._set_requires_grad(
             True, "Only Tensors of floating point and complex dtype can require gradients")
@@ -423,6 +423,8 @@ def tensor(data, *, dtype=None, device=None, requires_grad: bool = False,
     if dtype is not None and array.dtype.kind in "iu" and \
             isinstance(data, (float, list, tuple)) and _floats_beyond(data, array.dtype):
         raise RuntimeError(f"value cannot be converted to type {dt.name} without overflow")
+    # (an array from pickle keeps its separate dtype object through the copy: NumPy's own)
+    array = _dtype.own_instance(array)
     if _active.modes and not requires_grad and _traces_factories() and \
             not _holds_tensor(data):
         # A tracer (AOT autograd) keeps the values as a graph constant, as it keeps a

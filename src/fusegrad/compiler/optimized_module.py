@@ -8,6 +8,7 @@ import types
 from ..nn import Module
 from ..nn.modules import _global_hooks
 from ..nn.modules._global_hooks import any_call_hooks
+from ..nn.modules.module import is_module_call
 
 
 class OptimizedModule(Module):
@@ -28,10 +29,8 @@ class OptimizedModule(Module):
             # `mod(...)` would run its full backward hooks or every module's backward hooks,
             # which the compiled code does not: run exactly that, eagerly.
             return mod(*args, **kwargs)
-        own_call = type(mod).__call__
         if mod._forward_pre_hooks or mod._forward_hooks or "forward" in mod.__dict__ or \
-                hooked or (own_call is not Module._call_plain and
-                           own_call is not Module._call_with_global_hooks):
+                hooked or not is_module_call(type(mod).__call__):
             # `mod(...)` runs its forward hooks, every module's forward hooks, an instance's
             # own forward or the class's own `__call__`, which the compiled class forward
             # does not: the whole call is compiled instead (as PyTorch compiles the module's

@@ -1405,11 +1405,11 @@ def _hooked_forward(tr, fn, func, bound: bool, inputs: list, kwargs: dict, pre_h
 
 
 def _module_own_call(f) -> bool:
-    """Whether `f` is `Module.__call__` (either of the two it swaps between), not a class's
-    own `__call__`."""
-    from ...nn import Module
+    """Whether `f` is `Module.__call__`, not a class's own (`nn.modules.module.
+    is_module_call`; nn imports the compiler, so read on first use)."""
+    from ...nn.modules.module import is_module_call
 
-    return f is Module._call_plain or f is Module._call_with_global_hooks
+    return is_module_call(f)
 
 
 def _global_forward_hooks(tr) -> tuple[list, list, set, bool]:

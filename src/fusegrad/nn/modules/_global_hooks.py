@@ -70,14 +70,6 @@ def any_call_hooks() -> bool:
     return any(_CALL_TABLES)
 
 
-def forward_call_hooks_only() -> bool:
-    """True while the global call hooks registered are forward pre-hooks and forward hooks
-    only, none taking keyword arguments nor always called (what capture traces around a
-    module's call)."""
-    return not (_global_backward_pre_hooks or _global_backward_hooks or
-                _global_forward_hooks_with_kwargs or _global_forward_hooks_always_called)
-
-
 def _sync_call() -> None:
     from .module import Module
 

@@ -1490,3 +1490,10 @@ class Module:
             else:
                 text += "\n  " + "\n  ".join(lines) + "\n"
         return text + ")"
+
+
+def is_module_call(f) -> bool:
+    """Whether `f` is `Module.__call__` (either of the two it swaps between as global hooks
+    come and go), not a class's own `__call__` (the compiler runs the former as forward
+    between hooks, and inlines the latter)."""
+    return f is Module._call_plain or f is Module._call_with_global_hooks
