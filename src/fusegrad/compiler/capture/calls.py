@@ -50,7 +50,13 @@ from . import reasons
 from .builder import SdpaExitVariable, SdpaKernelContext, holds_symbol
 from .control_flow import call_cond, is_cond
 from .custom_function import call_function_apply, is_function_apply
-from .exceptions import Raised, catch_warnings_break, is_autocast_type, make_exception
+from .exceptions import (
+    NOT_INLINED_MODULES,
+    Raised,
+    catch_warnings_break,
+    is_autocast_type,
+    make_exception,
+)
 from .foreach import call_foreach, is_foreach
 from .functional_call import call_functional, is_functional_call
 from .guards import _is_plain_data, array_tensor
@@ -307,15 +313,9 @@ def _is_pure_numpy(f) -> bool:
     return (mod == "numpy" or mod.startswith("numpy.")) and "random" not in mod
 
 
-# Modules whose Python functions are called for real, not inlined (a call is a break, as
-# Dynamo skips them): `warnings` swaps its module's filters and functions, statement by
-# statement a side effect.
-_NOT_INLINED_MODULES = frozenset({"warnings"})
-
-
 def _is_user_function(f) -> bool:
     return isinstance(f, types.FunctionType) and not _is_fusegrad_function(f) and \
-        f.__module__ not in _NOT_INLINED_MODULES
+        f.__module__ not in NOT_INLINED_MODULES
 
 
 def _has_tensor(values) -> bool:

@@ -42,10 +42,13 @@ from .variables import (
     ignored_region_exit,
 )
 
+# Modules whose Python functions are called for real, never inlined (a call is a break, as
+# Dynamo skips them): `warnings` swaps its module's filters and functions, each statement a
+# side effect (`calls._is_user_function`).
+NOT_INLINED_MODULES = frozenset({"warnings"})
 # Context managers not inlined (a `with` over one is a break): fusegrad's own change global
-# modes, and `warnings.catch_warnings` swaps the warnings module's filters and functions
-# (each of its statements would be a break, and Dynamo skips it too).
-_NOT_INLINED_MANAGERS = ("fusegrad", "warnings")
+# modes, and those of the modules above (`warnings.catch_warnings`).
+_NOT_INLINED_MANAGERS = ("fusegrad", *sorted(NOT_INLINED_MODULES))
 
 
 def _record_function_class() -> type:
