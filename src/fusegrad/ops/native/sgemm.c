@@ -37,6 +37,9 @@ static inline __attribute__((always_inline)) void tile(
     const int mr, const float *a, i64 sai, i64 sak, const float *b, i64 ldb, float *c,
     i64 ldc, const float *bias, i64 k, const __mmask16 *mk) {
     __m512 acc[MR][NV];
+    /* A whole panel's rows are read by plain loads: masked ones, even with every lane set,
+       made a 64 x 128 by 128 x 784 product 6% slower (the loop is compiled twice). */
+    const int whole = mk[NV - 1] == 0xffff;
 #pragma GCC unroll 12
     for (int r = 0; r < mr; r++)
 #pragma GCC unroll 2
@@ -45,7 +48,8 @@ static inline __attribute__((always_inline)) void tile(
         __m512 bv[NV];
 #pragma GCC unroll 2
         for (int v = 0; v < NV; v++)
-            bv[v] = _mm512_maskz_loadu_ps(mk[v], b + p * ldb + 16 * v);
+            bv[v] = whole ? _mm512_loadu_ps(b + p * ldb + 16 * v)
+                          : _mm512_maskz_loadu_ps(mk[v], b + p * ldb + 16 * v);
         const float *ap = a + p * sak;
 #pragma GCC unroll 12
         for (int r = 0; r < mr; r++) {
