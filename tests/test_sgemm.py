@@ -210,3 +210,30 @@ def test_a_product_into_out_has_the_bits_of_one_without():
     want = fusegrad.mm(x, x).numpy()
     fusegrad.mm(x, x, out=x)
     np.testing.assert_array_equal(x.numpy(), want)
+
+
+@pytest.mark.parametrize("shape", [(16, 2048, 8192), (64, 4096, 1040), (65, 4096, 1040),
+                                   (64, 4097, 1024)],
+                         ids=["16x2048x8192", "64x4096x1040", "65-rows", "batch-past-L2"])
+def test_a_small_batch_times_a_large_weights_transpose(shape):
+    """Beyond MAX_MNK a batch of at most MAX_NT_ROWS rows times a weight's transpose still
+    takes the kernel (its values, and the same bits at one and two threads); a batch of more
+    rows, or one whose transposition would pass MAX_NT_BATCH values, is left to OpenBLAS."""
+    m, k, n = shape
+    rng = np.random.default_rng(m + k + n)
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    w = rng.standard_normal((n, k)).astype(np.float32)
+    bias = rng.standard_normal(n).astype(np.float32)
+    assert m * n * k > _sgemm.MAX_MNK
+    got = _sgemm.product(x, w.T, bias)
+    if m > _sgemm.MAX_NT_ROWS or m * k > _sgemm.MAX_NT_BATCH:
+        assert got is None
+        return
+    np.testing.assert_allclose(got, _reference(x, w.T, bias), rtol=1e-5, atol=1e-5 * k ** 0.5)
+    before = fusegrad.get_num_threads()
+    try:
+        for threads in (1, 2):
+            fusegrad.set_num_threads(threads)
+            np.testing.assert_array_equal(_gemm.matmul(x, w.T, bias=bias), got)
+    finally:
+        fusegrad.set_num_threads(before)
