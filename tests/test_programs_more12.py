@@ -1071,18 +1071,7 @@ _RUNS = [(p, b) for p in COMPILED for b in ("eager", "aot_eager", "inductor")
 # Programs (with the backend) one of whose graphs AOT autograd cannot trace yet, so that it
 # runs eagerly or as FX code instead (the values are still compared); each gap's minimal
 # repro. When a gap closes its test fails here, to be taken off the list.
-_CTC_GAP = (
-    "ctc_loss given length tensors made in the compiled code reads their values, which the "
-    "fake tensors AOT autograd traces with do not have, so the graph runs eagerly: "
-    "fg.compile(lambda lp, t: fg.nn.functional.ctc_loss(lp, t, fg.tensor([6, 5]), "
-    "fg.tensor([2, 3]), reduction='sum'), backend='aot_eager')(lp, t) logs 'AOT autograd "
-    "cannot trace forward; it runs eagerly: TypeError: int() argument must be a string, ...' "
-    "(torch breaks its graph at ctc_loss with tensor lengths instead, 'Dynamic shape "
-    "operator')")
-_AOT_GAPS = {
-    ("compiled_criterion_zoo", "aot_eager"): _CTC_GAP,
-    ("compiled_criterion_zoo", "inductor"): _CTC_GAP,
-}
+_AOT_GAPS: dict = {}
 
 
 @pytest.mark.parametrize("prog,backend", _RUNS,

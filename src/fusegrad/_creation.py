@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import operator
 import sys
 
 import numpy as np
@@ -17,9 +18,9 @@ from . import _random_draws as _draws
 from ._device import cpu as _cpu
 from ._device import device as _device_cls
 from ._device import meta as _META
-from ._scalar_conversion import check_python_int, fill_value, half_input
+from ._scalar_conversion import check_python_int, fill_value, half_input, not_implemented_for
 from ._shapes import FORMAT_ORDERS, format_order, in_memory_order, memory_order, strides_order
-from ._symbolic import size_int
+from ._symbolic import SymInt, size_int
 from ._tensor import (
     Tensor,
     rebuild_tensor,  # noqa: F401  (pickles written before it moved name it here)
@@ -685,7 +686,7 @@ def arange(start=None, end=None, step=1, *, out=None, dtype=None, layout=None, d
         # (an integer range is reckoned in int64, which a uint64 number overflows)
         raise RuntimeError("value cannot be converted to type int64_t without overflow")
     if dtype is _dtype.bool_ or dtype.is_complex:
-        raise NotImplementedError(f'"arange_cpu" not implemented for \'{dtype.legacy}\'')
+        raise not_implemented_for("arange_cpu", dtype)
     if not (step > 0 or step < 0):  # (a NaN step too)
         raise RuntimeError("step must be nonzero")
     if not all(math.isfinite(v) for v in (start, end) if isinstance(v, float)):
@@ -717,6 +718,10 @@ def _fmt_number(v) -> str:
 
 
 def _tri_indices(row: int, col: int, offset: int, lower: bool, dtype, device):
+    # (ints only: a float is `__index__`'s TypeError, which the public function's wrapper
+    # words as PyTorch's parser does)
+    row, col, offset = (v if v.__class__ is int or v.__class__ is SymInt else operator.index(v)
+                        for v in (row, col, offset))
     dev = _check_device(device)
     dtype = dtype or _dtype.int64
     if row < 0:
@@ -768,7 +773,7 @@ def _continuous_dtype_check(dtype, kernel: str, device, meta_refuses: bool,
         return
     if empty:
         return
-    raise NotImplementedError(f'"{kernel}" not implemented for \'{dtype.legacy}\'')
+    raise not_implemented_for(kernel, dtype)
 
 
 def rand(*sizes, size=None, generator=None, out=None, dtype=None, layout=None, device=None,

@@ -13,6 +13,8 @@ import math
 
 import numpy as np
 
+from . import _dtype
+
 # The C++ names PyTorch's scalar conversion prints when a value overflows a dtype.
 _CONVERT_NAMES = {"uint8": "uint8_t", "int8": "int8_t", "int16": "int16_t", "int32": "int",
                   "int64": "int64_t", "float16": "c10::Half", "bfloat16": "c10::BFloat16",
@@ -161,3 +163,12 @@ def fill_value(value, dt: np.dtype, numel: int):
             with np.errstate(over="ignore"):
                 return np.float32(value)
     return checked_scalar(value, dt)
+
+
+def not_implemented_for(kernel: str, dt) -> NotImplementedError:
+    """PyTorch's error for kernel `kernel` (its C++ name: `"abs_cpu"`) without a form for dtype
+    `dt`: ours, NumPy's or the legacy name itself (`'Bool'`). Every op spells it through
+    here, so that the text stays PyTorch's in one place."""
+    if dt.__class__ is not str:
+        dt = (dt if hasattr(dt, "legacy") else _dtype.from_numpy_dtype(dt)).legacy
+    return NotImplementedError(f'"{kernel}" not implemented for \'{dt}\'')

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import re
 import sys
 import types
 
@@ -565,7 +566,9 @@ _TYPED_PARAMETERS = {
     **{name: ("tuple of ints", _ints_like) for name in ("shape", "shifts", "dims")},
     **{name: ("int", _int_like) for name in (
         "dim", "dim0", "dim1", "dim2", "start_dim", "end_dim", "k", "diagonal", "chunks",
-        "offset")},
+        "offset", "n", "row", "col", "num_classes", "upscale_factor", "downscale_factor",
+        "groups", "N")},
+    **{name: ("bool", lambda v: v.__class__ is bool) for name in ("largest", "sorted")},
 }
 _DEFAULTS: dict = {}  # function -> {parameter name: default}
 
@@ -773,7 +776,9 @@ def argument_error(info: list, args: tuple, kwargs: dict | None, before: bool = 
             return error
     found = parameters(fn)
     if found is None:
-        return None
+        found = _leading_parameters(fn)
+        if found is None:
+            return None
     names, positional = found
     defaults = None
     dims = _dims_parameters(fn)
@@ -791,6 +796,11 @@ def argument_error(info: list, args: tuple, kwargs: dict | None, before: bool = 
                     defaults = _defaults(fn)
                 if defaults.get(param, inspect.Parameter.empty) is None:
                     continue
+                if expected == "int" and \
+                        defaults.get(param, inspect.Parameter.empty) is not None:
+                    # (an int parameter with an int default takes no None: `topk(x, 2,
+                    # dim=None)`)
+                    return _not_tensor(name, param, position, value, expected)
             if not accepts(value) and not _overridable(value):
                 return _not_tensor(name, param, position, value, expected)
             continue
@@ -817,6 +827,20 @@ def argument_error(info: list, args: tuple, kwargs: dict | None, before: bool = 
             continue  # a number stands for a tensor past the first argument
         return _not_tensor(name, param, position, value)
     return None
+
+
+def _leading_parameters(fn) -> tuple | None:
+    """(the named parameters before `*args`, their count) of a function taking `*args` and
+    `**kwargs` (which reads the rest with PyTorch's overloads, `_functions._args.parsed`):
+    its `input` is still checked as a C-level function's (`topk(): argument 'input'
+    (position 1) must be Tensor, not list`). None for any other function."""
+    raw = fn
+    while (inner := getattr(raw, "__wrapped__", None)) is not None:
+        raw = inner
+    code = getattr(raw, "__code__", None)
+    if code is None or not code.co_flags & inspect.CO_VARARGS or not code.co_argcount:
+        return None
+    return code.co_varnames[:code.co_argcount], code.co_argcount
 
 
 def _functional_error(fn, name: str, args: tuple, kwargs: dict | None):
@@ -862,6 +886,12 @@ def _functional_error(fn, name: str, args: tuple, kwargs: dict | None):
     return None
 
 
+# A parser message naming an argument's position: `cat(): argument 'tensors' (position 1)
+# must be tuple of Tensors, not int`.
+_POSITIONED = re.compile(r"(?P<head>\w+\(\): argument '(?P<param>\w+)') \(position \d+\)"
+                         r"(?P<rest> must be .*)", re.S)
+
+
 def refuse(info: list, args: tuple, kwargs: dict | None,
            raised: BaseException | None = None, depth: int = 1) -> None:
     """Called when a call raised (`raised`, where known, `depth` frames below the caller's):
@@ -869,7 +899,14 @@ def refuse(info: list, args: tuple, kwargs: dict | None,
     an argument before anything ran."""
     if raised is not None and raised.__class__ is TypeError and (
             "argument '" in (text := str(raised)) or "invalid combination" in text):
-        return  # fusegrad's own wording of PyTorch's parser (`masked_fill() received ...`)
+        # fusegrad's own wording of PyTorch's parser (`masked_fill() received ...`), which
+        # names an argument's position; PyTorch's names none for an argument a C-level
+        # function was given by keyword (`cat(tensors=5)`; its functions written in Python
+        # pass theirs on by position)
+        found = _POSITIONED.match(text) if kwargs and not info[3] & _PYTHON_LEVEL else None
+        if found is not None and found["param"] in kwargs:
+            raise TypeError(f"{found['head']}{found['rest']}") from None
+        return
     if raised is not None and not isinstance(raised, (TypeError, AttributeError)) and args \
             and isinstance(args[0], _NUMBERS):
         # A leading number that reached a kernel's own error: a Scalar overload took it

@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .. import _dtype
+from .._symbolic import SymInt
 from .._tensor import Tensor
 from .._type_names import python_type_name
 
@@ -106,7 +107,7 @@ def _matches(kind: str, value) -> bool:
         if isinstance(value, Tensor):
             return value.numel() == 1 and not value.dtype.is_floating_point and \
                 not value.dtype.is_complex and value.dtype is not _dtype.bool_
-        return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+        return isinstance(value, (int, np.integer, SymInt)) and not isinstance(value, bool)
     if kind == "ScalarType?":
         return value is None or isinstance(value, _dtype.dtype)
     return True  # MemoryFormat?: clone checks it itself

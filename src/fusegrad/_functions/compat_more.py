@@ -9,6 +9,7 @@ questions (`typename`, `is_storage`), ATen's functional spellings of layers
 from __future__ import annotations
 
 import math
+import operator
 
 import numpy as np
 
@@ -142,7 +143,8 @@ def vander(x: Tensor, N: int | None = None, increasing: bool = False) -> Tensor:
     """The Vandermonde matrix of `x`: columns x**(N-1), ..., x**0 (or increasing)."""
     if x.dim() != 1:
         raise RuntimeError("x must be a one-dimensional tensor.")
-    n = x.shape[0] if N is None else N
+    # (an int only: a float is `operator.index`'s TypeError, which the wrapper words)
+    n = x.shape[0] if N is None else N if N.__class__ is int else operator.index(N)
     if n < 0:
         raise RuntimeError("N must be non-negative.")
     x = x.to(_dtype.promote_types(x.dtype, _dtype.int64))

@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 
 from .._creation import full
 from .._dispatch import check_inplace_allowed, handle_function
+from .._scalar_conversion import not_implemented_for
 from .._tensor import Tensor
 from .._torch_function_wrappers import _wrap_function
 from ..autograd.grad_mode import is_grad_enabled
@@ -341,7 +342,7 @@ def powsum(t: Tensor, ord, dtype) -> Tensor:
     """sum(|t| ** ord) (`ord` 0 counts every element), `t` cast to `dtype` first if given:
     one tensor's `_foreach_powsum`, the norm before its root."""
     if not (t.dtype.is_floating_point or t.dtype.is_complex):
-        raise NotImplementedError(f'"powsum_cpu" not implemented for \'{t.dtype.legacy}\'')
+        raise not_implemented_for("powsum_cpu", t.dtype)
     if dtype is not None:
         t = t.to(dtype)
     return t.abs().pow(ord).sum()

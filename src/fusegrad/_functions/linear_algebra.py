@@ -10,6 +10,7 @@ import numbers
 from .. import _autocast, _dtype
 from .._autocast import active as _autocast_active
 from .._dispatch import call, call2
+from .._scalar_conversion import not_implemented_for
 from .._tensor import Tensor
 from ..ops import linalg as L
 from ..ops import pointwise as P
@@ -210,7 +211,7 @@ def tensordot(a, b, dims=2, out=None):
     k = _prod([a.shape[d] for d in da])
     if not fa and not fb and a.dtype is _dtype.bool_ and k:
         # A full contraction is PyTorch's dot, which has no bool kernel.
-        raise NotImplementedError('"dot" not implemented for \'Bool\'')
+        raise not_implemented_for("dot", "Bool")
     left = reshape(permute(a, fa + da), (_prod([a.shape[d] for d in fa]), k))
     right = reshape(permute(b, db + fb), (k, _prod([b.shape[d] for d in fb])))
     return reshape(mm(left, right), tuple(a.shape[d] for d in fa) + tuple(

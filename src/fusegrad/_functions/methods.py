@@ -31,6 +31,7 @@ from .inplace import copy_
 from .lazy_methods import forwarding_method, resolve
 from .linear_algebra import matmul
 from .pointwise import bitwise_not, floor_divide, pow, remainder, where
+from .reduction import TOPK, topk
 from .shape import expand, reshape, tril, triu, view
 
 # ---------------------------------------------------------------- forms made from an op
@@ -216,10 +217,12 @@ _pos.__name__ = _pos.__qualname__ = "positive"  # PyTorch's name for `+x` and `x
 
 def _foreign_operand(other) -> bool:
     """Whether `other` is no operand of `@` for a tensor: PyTorch's `@` returns NotImplemented
-    for it (so Python's own message names both types). A NumPy array it converts; a type with
-    `__torch_function__` its handler takes."""
-    return not isinstance(other, Tensor) and other.__class__ is not np.ndarray and \
-        not hasattr(type(other), "__torch_function__")
+    for it (so Python's own message names both types); a type with `__torch_function__` its
+    handler takes. A NumPy array is foreign too: `x @ array` is then NumPy's `__rmatmul__` on
+    `x.__array__()` (NumPy's promotion, `__array_wrap__` making the result a tensor), and
+    `array @ x` a TypeError (NumPy defers to the higher `__array_priority__`), as in
+    PyTorch."""
+    return not isinstance(other, Tensor) and not hasattr(type(other), "__torch_function__")
 
 
 def _matmul(self, other):
@@ -238,6 +241,21 @@ def _rmatmul(self, other):
     if other.__class__ is not Tensor and _foreign_operand(other):
         return NotImplemented
     return matmul(other, self)
+
+
+def _topk(self, *args, **kwargs):
+    """`x.topk(k, dim=-1, largest=True, sorted=True)`: PyTorch's parser reads the arguments
+    (its messages name a position only for an argument given by position)."""
+    n = len(args)
+    if not kwargs and 1 <= n <= 2 and args[0].__class__ is int and \
+            (n == 1 or args[1].__class__ is int):
+        return topk(self, *args)
+    bound = _args.parsed("topk", TOPK, self, args, kwargs, True)[1]
+    return topk(self, _args.index(bound["k"]), _args.index(bound["dim"]), bound["largest"],
+                bound["sorted"])
+
+
+_topk.__name__, _topk.__qualname__ = "topk", "Tensor.topk"
 
 
 def _reversed(self):

@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import _dtype
 from .._creation import _check_device, _factory
-from .._scalar_conversion import checked_scalar
+from .._scalar_conversion import checked_scalar, not_implemented_for
 from .._tensor import Tensor
 from ..ops import _native
 
@@ -103,7 +103,7 @@ def _range_dtype(start, end, dtype, function: str) -> _dtype.dtype:
 def _check_range_dtype(dtype: _dtype.dtype, function: str) -> None:
     """PyTorch's range kernels cover every dtype but bool (and the storage-only uint16)."""
     if dtype in (_dtype.bool_, _dtype.uint16):
-        raise NotImplementedError(f'"{function}_cpu" not implemented for \'{dtype.legacy}\'')
+        raise not_implemented_for(f"{function}_cpu", dtype)
 
 
 def _fill_value(value, dtype: _dtype.dtype):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import builtins
 import numbers
+import operator
 
 import numpy as np
 
@@ -13,6 +14,7 @@ from .. import return_types
 from .._dispatch import call, call1
 from .._dtype import as_dtype
 from .._dtype import dtype as _dtype_cls
+from .._symbolic import SymInt
 from .._tensor import Tensor
 from .._type_names import python_type_name
 from ..ops import REGISTRY
@@ -143,40 +145,60 @@ def _softmax_dtype(fn: str, dtype):
     return as_dtype(dtype)
 
 
-def _softmax_dim(name: str, dim, axis, method: bool):
-    """softmax's required int `dim`, given by position or keyword or as NumPy's `axis`, with
-    PyTorch's parser's errors: a missing dim, and None given for it (named by position when
-    passed so, the usual spelling; `axis=None` by keyword)."""
-    if axis is not _NOT_GIVEN:
-        if dim is not _NOT_GIVEN:
+def _softmax_args(name: str, args: tuple, kwargs: dict, axis, method: bool) -> tuple:
+    """softmax's (dim, dtype) from a call that left the common path (one int dim by
+    position), with PyTorch's parser's errors: a missing dim, too many arguments, an unknown
+    keyword, and a dim that is no int (its position named only when given by position)."""
+    first = 1 if method else 2  # (a function counts `input`)
+    if len(args) > 2:
+        raise TypeError(f"{name}() takes from {first} to {first + 1} positional arguments "
+                        f"but {len(args) + first - 1} were given")
+    given = dict(zip(("dim", "dtype"), args))
+    where = {k: f" (position {first + i})" for i, k in enumerate(given)}
+    for key, value in kwargs.items():
+        if key not in ("dim", "dtype"):
+            raise TypeError(f"{name}() got an unexpected keyword argument '{key}'")
+        if key in given:
+            raise TypeError(f"{name}() got multiple values for argument '{key}'")
+        given[key] = value
+    if axis is not _NOT_GIVEN:  # NumPy's name, for a dim not given otherwise
+        if "dim" in given:
             raise TypeError(f"{name}() got an unexpected keyword argument 'axis'")
-        if axis is None:
-            raise TypeError(f"{name}(): argument 'dim' must be int, not NoneType")
-        dim = axis
-    if dim is _NOT_GIVEN:
+        given["dim"] = axis
+    if "dim" not in given:
         raise _args.missing(name, "dim")
-    if dim is None:
-        raise TypeError(f"{name}(): argument 'dim' (position {1 if method else 2}) must be "
-                        "int, not NoneType")
-    return _args.index(dim)
+    dim = given["dim"]
+    if dim is None or _not_int(dim):
+        raise TypeError(f"{name}(): argument 'dim'{where.get('dim', '')} must be int, not "
+                        f"{python_type_name(dim)}")
+    dtype = given.get("dtype")
+    return _args.index(dim), None if dtype is None else _softmax_dtype(name, dtype)
 
 
-def softmax(input, dim=_NOT_GIVEN, dtype=None, *, _stacklevel=3, axis=_NOT_GIVEN, out=None):
+def softmax(input, *args, _stacklevel=3, axis=_NOT_GIVEN, out=None, **kwargs):
     """exp(x) / sum(exp(x)) along `dim`."""
-    if dim.__class__ is not int or axis is not _NOT_GIVEN:
-        dim = _softmax_dim("softmax", dim, axis, _args.is_method_copy(locals()))
+    if axis is _NOT_GIVEN:  # (the common calls: one int dim, by position or keyword)
+        if len(args) == 1 and args[0].__class__ is int and not kwargs:
+            return call(R.softmax, input, args[0], False)
+        if not args and len(kwargs) == 1 and kwargs.get("dim").__class__ is int:
+            return call(R.softmax, input, kwargs["dim"], False)
+    dim, dtype = _softmax_args("softmax", args, kwargs, axis, _args.is_method_copy(locals()))
     if dtype is not None:
-        input = input.to(_softmax_dtype("softmax", dtype))
+        input = input.to(dtype)
     return call(R.softmax, input, dim, False)
 
 
-def log_softmax(input, dim=_NOT_GIVEN, dtype=None, *, _stacklevel=3, axis=_NOT_GIVEN,
-                out=None):
+def log_softmax(input, *args, _stacklevel=3, axis=_NOT_GIVEN, out=None, **kwargs):
     """log(softmax(x)) along `dim`, computed stably."""
-    if dim.__class__ is not int or axis is not _NOT_GIVEN:
-        dim = _softmax_dim("log_softmax", dim, axis, _args.is_method_copy(locals()))
+    if axis is _NOT_GIVEN:  # (the common calls: one int dim, by position or keyword)
+        if len(args) == 1 and args[0].__class__ is int and not kwargs:
+            return call(R.log_softmax, input, args[0], False)
+        if not args and len(kwargs) == 1 and kwargs.get("dim").__class__ is int:
+            return call(R.log_softmax, input, kwargs["dim"], False)
+    dim, dtype = _softmax_args("log_softmax", args, kwargs, axis,
+                               _args.is_method_copy(locals()))
     if dtype is not None:
-        input = input.to(_softmax_dtype("log_softmax", dtype))
+        input = input.to(dtype)
     return call(R.log_softmax, input, dim, False)
 # ---------------------------------------------------------------- more reductions
 
@@ -717,16 +739,25 @@ def kthvalue(input, *args, out=None, **kwargs):
     return _rt("kthvalue", call(R.kthvalue, input, k, dim, keepdim))
 
 
+# The method reads its arguments with PyTorch's parser (`_functions.methods._topk`), the
+# function through its wrapper's (`_torch_function_wrappers.argument_error`), each naming a
+# position only for an argument given by position.
+TOPK = _args.Overloads(
+    ("Tensor input, int k, int dim=-1, bool largest=True, bool sorted=True, *, "
+     "TensorList out=None",),
+    ("int k, int dim=-1, bool largest=True, bool sorted=True",))
+
+
 def topk(input, k, dim=-1, largest=True, sorted=True, *, out=None, axis=None):  # noqa: A002
     """The k largest (or smallest) values and their indices along `dim`."""
     if axis is not None:
         dim = _args.axis("topk", dim, axis, -1)
     if k.__class__ is not int or dim.__class__ is not int:
-        # PyTorch's parser takes ints only (named by position, the usual spelling)
-        first = 1 if _args.is_method_copy(locals()) else 2
-        for param, value, at in (("k", k, first), ("dim", dim, first + 1)):
-            if _not_int(value):
-                raise _wrong_type("topk", param, {param: f" (position {at})"}, value, "int")
+        # ints only: a float is `operator.index`'s TypeError, which the wrapper words
+        k, dim = (v if v.__class__ is SymInt or isinstance(v, Tensor) else operator.index(v)
+                  for v in (k, dim))
+    if largest.__class__ is not builtins.bool or sorted.__class__ is not builtins.bool:
+        raise TypeError("topk(): largest and sorted must be bool")  # (the wrapper words it)
     return _rt("topk", call(R.topk, input, k, dim, largest, sorted))
 
 

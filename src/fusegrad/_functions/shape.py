@@ -7,6 +7,7 @@ from __future__ import annotations
 import builtins
 import itertools
 import numbers
+import operator
 
 from .. import _dtype
 from .._dispatch import call, call1, call3
@@ -36,7 +37,14 @@ def _shape_args(shape) -> tuple:
                 break
         else:
             return shape
-    return tuple(map(size_int, shape))
+    return tuple(map(_size, shape))
+
+
+def _size(s):
+    """One size of a shape argument: an integer (a 0-d integer tensor read as one) or a traced
+    size kept symbolic. A float is refused (`operator.index`'s TypeError), never truncated:
+    PyTorch's parser takes ints only."""
+    return s if s.__class__ is SymInt or s.__class__ is int else operator.index(s)
 
 
 def _keyword_shape(caller: str, name: str, given: tuple, keyword) -> tuple:
@@ -163,14 +171,16 @@ def unbind(input, dim=0, *, axis=None):
     return call(S.unbind, input, dim)
 
 
-def select(input, dim=None, index=None, *, axis=None):
+def select(input, dim: int = None, index: int = None, *, axis=None):
     """The slice at `index` of dimension `dim` (a view, one dimension fewer)."""
     if dim is None and axis is None:
         raise TypeError('select() missing 2 required positional argument: "dim", "index"')
     dim = _args.index(_args.required_dim("select", dim, axis))
     if index is None:
         raise _args.missing("select", "index")
-    return call(S.select, input, dim, int(index))
+    # (an integer only: a float is a TypeError, which the public function's wrapper words
+    # as PyTorch's parser does, its `int` annotation naming the type expected)
+    return call(S.select, input, dim, index if index.__class__ is int else operator.index(index))
 
 
 def narrow(input, dim, start, length):
@@ -362,7 +372,7 @@ def tile(input, *spread, dims=None):
         dims = _spread("tile", "dims", spread, dims)
     elif dims is None:
         raise _args.missing("tile", "dims")
-    dims = tuple(map(_args.index, _args.dims(dims)))
+    dims = tuple(map(_size, _args.dims(dims)))
     if len(dims) < input.ndim:
         dims = (1,) * (input.ndim - len(dims)) + dims
     return call(S.repeat, input, dims)
@@ -399,6 +409,8 @@ def chunk(input, chunks, dim=0, *, axis=None):
     """At most `chunks` views of equal size (the last may be smaller) along `dim`."""
     if dim.__class__ is not int or axis is not None:
         dim = _dim_at("chunk", dim, axis)
+    if chunks.__class__ is not int:
+        chunks = _int_argument(chunks)
     if chunks <= 0:
         raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
     size = input.shape[wrap_dim(dim, input.ndim)]
@@ -468,7 +480,18 @@ def tensor_split(input, indices_or_sections=None, dim=0, *, sections=None, indic
         given = () if indices_or_sections is None else (indices_or_sections,)
         indices_or_sections = _tensor_split_keyword(given, keywords)
     if isinstance(indices_or_sections, Tensor):
-        indices_or_sections = indices_or_sections.tolist()
+        t = indices_or_sections  # PyTorch's checks of the tensor form, in its order
+        if t.dtype is not _dtype.int64:
+            raise RuntimeError("tensor_split expected tensor_indices_or_sections to have dtype "
+                               f"of long, but got {t.dtype.legacy}")
+        if t.ndim > 1:
+            raise RuntimeError("tensor_split expected tensor_indices_or_sections to be a "
+                               "zero-dimensional or one-dimensional tensor, but got a tensor "
+                               f"with {t.ndim} dims")
+        indices_or_sections = t.tolist()
+    if input.ndim == 0:
+        raise RuntimeError("tensor_split expected at least a 1-dimensional tensor, but got a "
+                           "tensor with 0 dims")
     d = wrap_dim(dim, input.ndim)
     size = input.shape[d]
     if isinstance(indices_or_sections, numbers.Integral):
@@ -517,12 +540,26 @@ def roll(input, shifts, dims=None):
 
 def tril(input, diagonal=0, *, out=None):
     """The lower triangle (below `diagonal`) of the last two dims; zeros elsewhere."""
+    if diagonal.__class__ is not int:
+        diagonal = _int_argument(diagonal)
     return call(S.tril, input, diagonal)
 
 
 def triu(input, diagonal=0, *, out=None):
     """The upper triangle (above `diagonal`) of the last two dims; zeros elsewhere."""
+    if diagonal.__class__ is not int:
+        diagonal = _int_argument(diagonal)
     return call(S.triu, input, diagonal)
+
+
+def _int_argument(value):
+    """An int parameter's value: an integer (a 0-d integer tensor read as one) or a traced
+    size. Anything else (a float) is the TypeError of `__index__`, which the public
+    function's wrapper words as PyTorch's parser does (`argument 'diagonal' (position 2)
+    must be int, not float`)."""
+    if value.__class__ is SymInt or isinstance(value, Tensor) and value._data is None:
+        return value
+    return operator.index(value)
 
 
 def diagonal(input, offset=0, dim1=0, dim2=1):
@@ -561,6 +598,11 @@ def meshgrid(*tensors, indexing=None):
             "torch.meshgrid: in an upcoming release, it will be required to pass the indexing "
             "argument.", UserWarning, stacklevel=_warning_stacklevel(2))
         indexing = "ij"
+    # PyTorch's checks, in its order
+    if not tensors:
+        raise RuntimeError("meshgrid expects a non-empty TensorList")
+    if any(t.dtype is not tensors[0].dtype for t in tensors):
+        raise RuntimeError("meshgrid expects all tensors to have the same dtype")
     if indexing not in ("ij", "xy"):
         raise RuntimeError(f'torch.meshgrid: indexing must be one of "xy" or "ij", but '
                            f"received: {indexing}")

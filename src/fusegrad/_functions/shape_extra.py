@@ -11,12 +11,14 @@ Composites call the same ops as PyTorch's, so they record the same nodes.
 from __future__ import annotations
 
 import numbers
+import operator
 
 import numpy as np
 
 from .. import _dtype
 from .._creation import meta_factory, tensor
 from .._dispatch import call
+from .._scalar_conversion import not_implemented_for
 from .._tensor import Tensor
 from ..ops import scatter as SC
 from ..ops import shape as S
@@ -132,11 +134,18 @@ def diff(input: Tensor, n: int = 1, dim: int = -1, prepend=None, append=None, *,
     """The n-th forward difference along `dim` (after joining `prepend` and `append`)."""
     if input.ndim == 0:
         raise RuntimeError("diff expects input to be at least one-dimensional")
-    d = wrap_dim(_args.index(dim), input.ndim)
+    n = _args.index(n)
+    if n < 0:
+        raise RuntimeError(f"order must be non-negative but got {n}")
+    dim = _args.index(dim)
     if prepend is not None or append is not None:
-        parts = [p if p.ndim else p.expand(*input.shape[:d], 1, *input.shape[d + 1:])
-                 for p in (prepend, input, append) if p is not None]
-        input = cat(parts, d)
+        for other in (prepend, append):
+            if other is not None:
+                _diff_joinable(input, other, dim)
+        d = wrap_dim(dim, input.ndim)
+        input = cat([p for p in (prepend, input, append) if p is not None], d)
+    else:
+        d = wrap_dim(dim, input.ndim)
     out = input
     for _ in range(n):
         size = out.shape[d]
@@ -147,9 +156,25 @@ def diff(input: Tensor, n: int = 1, dim: int = -1, prepend=None, append=None, *,
     return out
 
 
+def _diff_joinable(input: Tensor, other: Tensor, dim: int) -> None:
+    """PyTorch's check of a tensor diff joins to `input` (prepend, append): the same rank
+    (a 0-d one too), and the same sizes but along `dim`."""
+    if other.ndim != input.ndim:
+        raise RuntimeError("diff expects prepend or append to be the same dimension as input")
+    d = wrap_dim(dim, input.ndim)
+    for i in range(input.ndim):
+        if i != d and other.shape[i] != input.shape[i]:
+            raise RuntimeError(
+                "diff expects the shape of tensor to prepend or append to match that of input "
+                f"except along the differencing dimension; input.size({i}) = "
+                f"{input.shape[i]}, but got tensor.size({i}) = {other.shape[i]}")
+
+
 def rot90(input: Tensor, k: int = 1, dims=(0, 1)) -> Tensor:
     """Rotate by 90 degrees `k` times in the plane of `dims` (from the first towards the
     second)."""
+    if k.__class__ is not int:  # (a float is `operator.index`'s TypeError: the wrapper words
+        k = operator.index(k)  # it as PyTorch's parser does)
     return call(SX.rot90, input, k, list(dims))
 
 
@@ -189,8 +214,11 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None) -> Ten
     if repeats is None:  # `repeat_interleave(repeats)`: the indices repeated by their counts
         if input._data is None and input.is_meta:
             return meta_factory((_meta_output_size(output_size),), input.dtype, False)
+        if input.ndim != 1:
+            raise RuntimeError("repeat_interleave only accept 1D vector as repeat")
         counts = _repeat_counts(input)
-        return tensor(np.repeat(np.arange(counts.size), counts))
+        # (the indices in the counts' own dtype, as PyTorch's kernel writes them)
+        return tensor(np.repeat(np.arange(counts.size, dtype=input._data.dtype), counts))
     if dim is None:
         input = input.flatten()
         dim = 0
@@ -206,6 +234,8 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None) -> Ten
         index = meta_factory((_meta_output_size(output_size),), _dtype.int64, False)
         return index_select(input, d, index)
     if isinstance(repeats, Tensor):
+        if repeats.ndim > 1:
+            raise RuntimeError("repeats must be 0-dim or 1-dim tensor")
         counts = _repeat_counts(repeats).reshape(-1)
         if counts.size == 1:  # one count serves every element
             counts = np.broadcast_to(counts, (input.shape[d],))
@@ -231,7 +261,10 @@ def _meta_output_size(output_size) -> int:
 
 
 def _repeat_counts(repeats: Tensor) -> np.ndarray:
-    """A repeats tensor's counts as int64, with PyTorch's error for a negative one."""
+    """A repeats tensor's counts as int64, with PyTorch's errors for a dtype its kernel has
+    no form for (int32 and int64 only) and a negative count."""
+    if repeats.dtype is not _dtype.int64 and repeats.dtype is not _dtype.int32:
+        raise not_implemented_for("repeat_interleave_cpu", repeats.dtype)
     counts = repeats._data.astype(np.int64)
     if counts.size and counts.min() < 0:
         raise RuntimeError("repeats can not be negative")

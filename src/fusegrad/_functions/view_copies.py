@@ -45,9 +45,17 @@ def expand_copy(input: Tensor, size, *, implicit: bool = False, out=None) -> Ten
     return call(C["expand_copy"], input, _shape_args((size,)))
 
 
-def select_copy(input: Tensor, dim: int, index: int, *, out=None) -> Tensor:
+_SELECT_COPY = _args.Overloads(("Tensor input, int dim, int index, *, Tensor out=None",), ())
+
+
+def select_copy(input: Tensor, *args, out=None, **kwargs) -> Tensor:
     """A copy of `input.select(dim, index)`."""
-    return call(C["select_copy.int"], input, dim, int(index))
+    if kwargs or len(args) != 2 or args[0].__class__ is not int or \
+            args[1].__class__ is not int:
+        # PyTorch's parser: ints only (a float index is its TypeError, not a truncation)
+        bound = _args.parsed("select_copy", _SELECT_COPY, input, args, kwargs, False)[1]
+        args = (_args.index(bound["dim"]), _args.index(bound["index"]))
+    return call(C["select_copy.int"], input, *args)
 
 
 def slice_copy(input: Tensor, dim: int = 0, start=None, end=None, step: int = 1, *,

@@ -10,6 +10,7 @@ import warnings
 
 from .. import _dtype
 from .._dispatch import call
+from .._scalar_conversion import not_implemented_for
 from .._tensor import Tensor
 from .._torch_function import warning_stacklevel
 from ..ops import activation as A
@@ -133,7 +134,7 @@ def threshold(input: Tensor, threshold: float, value: float, inplace: bool = Fal
 
 def _check_threshold_dtype(input: Tensor) -> None:
     if input.dtype is _dtype.bool_:  # PyTorch's kernel has no bool form
-        raise NotImplementedError('"threshold_cpu" not implemented for \'Bool\'')
+        raise not_implemented_for("threshold_cpu", "Bool")
 
 
 def threshold_(input: Tensor, threshold: float, value: float) -> Tensor:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import operator
 import warnings
 
 import numpy as np
@@ -15,6 +16,7 @@ import numpy as np
 from .. import _dtype
 from .._creation import arange as _arange
 from .._dispatch import call
+from .._scalar_conversion import not_implemented_for
 from .._symbolic import SymInt
 from .._tensor import Tensor
 from .._torch_function import warning_stacklevel as _warning_stacklevel
@@ -126,20 +128,23 @@ def bilinear(input1: Tensor, input2: Tensor, weight: Tensor,
 
 def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
     """(*, C r^2, H, W) to (*, C, H r, W r)."""
-    return call(LY.pixel_shuffle, input, int(upscale_factor))
+    # (an int only: a float is `operator.index`'s TypeError, which the wrapper words)
+    return call(LY.pixel_shuffle, input, operator.index(upscale_factor))
 
 
 def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
     """(*, C, H r, W r) to (*, C r^2, H, W)."""
-    return call(LY.pixel_unshuffle, input, int(downscale_factor))
+    return call(LY.pixel_unshuffle, input, operator.index(downscale_factor))
 
 
 def channel_shuffle(input: Tensor, groups: int) -> Tensor:
     """Interleave the channels of `groups` groups."""
+    if groups.__class__ is not int:  # (a float is `operator.index`'s TypeError, which the
+        groups = operator.index(groups)  # wrapper words as PyTorch's parser does)
     if isinstance(input, Tensor) and input.dim() < 3:
         raise RuntimeError("channel_shuffle expects input with > 2 dims, but got input with "
                            f"sizes {list(input.shape)}")
-    return call(LY.channel_shuffle, input, int(groups))
+    return call(LY.channel_shuffle, input, groups)
 
 
 native_channel_shuffle = channel_shuffle
@@ -242,8 +247,7 @@ def check_noise_dtype(input: Tensor, alpha: bool = False) -> None:
         raise RuntimeError(f"result type torch.float32 can't be cast to the desired output "
                            f"type {dt}")
     if dt.is_complex:
-        raise NotImplementedError(
-            f'"bernoulli_scalar_cpu_" not implemented for \'{dt.legacy}\'')
+        raise not_implemented_for("bernoulli_scalar_cpu_", dt)
     name = "Long" if alpha and dt.legacy == "Bool" else dt.legacy
     raise RuntimeError(f"result type Float can't be cast to the desired output type {name}")
 
@@ -434,7 +438,7 @@ def rms_norm(input: Tensor, normalized_shape, weight: Tensor | None = None,
                            f"{list(input.shape)}")
     dt = input.dtype
     if not dt.is_floating_point and not dt.is_complex:
-        raise NotImplementedError(f'"rms_norm" not implemented for \'{dt.legacy}\'')
+        raise not_implemented_for("rms_norm", dt)
     # Half types are computed in float32 and rounded once at the end, weight included, and
     # the default eps is that of the computing type (float32's for them), as PyTorch's.
     x = input.float() if dt in (_dtype.float16, _dtype.bfloat16) else input
@@ -545,8 +549,7 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None,
                              "found offsets of type "
                              f"{_class_name(offsets)}")
         if input.dtype.legacy in _NO_ARANGE:  # PyTorch makes the offsets in the input's type
-            raise NotImplementedError(
-                f'"arange_cpu" not implemented for \'{input.dtype.legacy}\'')
+            raise not_implemented_for("arange_cpu", input.dtype)
         rows, cols = input.shape
         if cols == 0:  # (PyTorch's arange of the offsets steps by the row length)
             raise RuntimeError("step must be nonzero")

@@ -13,7 +13,10 @@ import numpy as np
 from .. import _dtype
 from .._autocast import composite
 from .._dispatch import call
+from .._fake import DataDependentOutputError, FakeTensor, FakeTensorMode
 from .._tensor import Tensor
+from .._thread_state import active as _active
+from .._thread_state import local as _local
 from .._torch_function import warning_stacklevel as _warning_stacklevel
 from ..autograd.grad_mode import is_grad_enabled, no_grad
 from ..ops import loss as LS
@@ -292,7 +295,17 @@ def multilabel_soft_margin_loss(input: Tensor, target: Tensor, weight: Tensor | 
 
 
 def _lengths(x) -> list:
+    """The lengths `ctc_loss` was given (a tensor, a sequence or an int) as ints."""
     if isinstance(x, Tensor):
+        if x.__class__ is not Tensor and isinstance(x, FakeTensor) or \
+                _active.modes and any(isinstance(m, FakeTensorMode) for m in _local.modes):
+            # The loss's sizes follow the lengths' values, which a traced call does not have
+            # (under a fake mode a tensor made in the traced code is an example only):
+            # PyTorch's overload taking length tensors is a dynamic-shape operator, so
+            # capture breaks the graph here and AOT autograd never meets it.
+            raise DataDependentOutputError(
+                "ctc_loss given its lengths as tensors reads their values (aten._ctc_loss."
+                "Tensor's output shape depends on input Tensor data)")
         return [int(v) for v in np.asarray(x._data).reshape(-1)]
     if isinstance(x, (int, np.integer)):
         return [int(x)]

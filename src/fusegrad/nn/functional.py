@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import operator
 import warnings
 
 import numpy as np
@@ -331,6 +332,16 @@ def pad(input: Tensor, pad: list, mode: str = "constant", value: float | None = 
     if mode not in ("constant", "reflect", "replicate", "circular"):
         raise NotImplementedError(f"Unrecognised padding mode {mode}")
     # (A traced size stays symbolic: `int` would fix the graph to one value.)
+    for i, p in enumerate(pad):  # (ints only, as PyTorch's parser: a float is no amount)
+        if not isinstance(p, (numbers.Integral, SymInt, Tensor)):
+            # (its parser looks at the first element to pick the overload, and meets any
+            # other one when it reads the list, counting from 1)
+            if i:
+                raise TypeError(f"pad(): argument 'pad' failed to unpack the object at pos "
+                                f"{i + 1} with error \"type must be tuple of ints,but got "
+                                f"{python_type_name(p)}\"")
+            raise TypeError("pad(): argument 'pad' (position 2) must be tuple of ints, but "
+                            f"found element of type {python_type_name(p)} at pos 0")
     pad = [p if isinstance(p, SymInt) else int(p) for p in pad]
     ndim = input.dim()
     if len(pad) % 2:
@@ -553,6 +564,10 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
             padding_idx = n + padding_idx
     else:
         padding_idx = -1
+    if padding_idx.__class__ is not int and not isinstance(padding_idx, numbers.Integral):
+        # (PyTorch's Python checks the bounds, then its parser refuses what is no int)
+        raise TypeError("embedding(): argument 'padding_idx' (position 3) must be int, not "
+                        f"{python_type_name(padding_idx)}")
     if max_norm is not None:
         # The looked-up rows of the weight are rescaled in place, outside the graph (and
         # without its forward AD tangent: a detached alias, as PyTorch's).
@@ -565,6 +580,8 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
 def one_hot(input: Tensor, num_classes: int = -1) -> Tensor:
     """(..., num_classes) int64 one-hot encoding of an int64 tensor (PyTorch's parameter is
     `input`, whatever its documentation says)."""
+    if num_classes.__class__ is not int:  # (a float is `operator.index`'s TypeError, which
+        num_classes = operator.index(num_classes)  # the wrapper words as PyTorch's parser)
     return call(X.one_hot, input, num_classes)
 
 

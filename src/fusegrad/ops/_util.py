@@ -19,6 +19,7 @@ from .._recording import saved_shape  # noqa: F401  (the ops' saves read it here
 from .._scalar_conversion import (
     check_python_int,
     checked_scalar,  # noqa: F401  (the kernels' fill values)
+    not_implemented_for,  # (the ops' message for a dtype without a kernel)
 )
 from .._shapes import (  # noqa: F401  (the op entries' helpers, with the shape ones)
     FORMAT_ORDERS,
@@ -141,8 +142,7 @@ def in_float32(fn, args, dt, scalar_at_full_precision: bool = False):
 def complex_unsupported(kernel_name: str, dt) -> None:
     """PyTorch's NotImplementedError for a kernel without a complex form (`lt` on complex)."""
     if dt.kind == "c" if isinstance(dt, np.dtype) else dt.category == _dtype.COMPLEX:
-        legacy = (FROM_NP[dt] if isinstance(dt, np.dtype) else dt).legacy
-        raise NotImplementedError(f'"{kernel_name}" not implemented for \'{legacy}\'')
+        raise not_implemented_for(kernel_name, dt)
 
 
 def binary_kernel(ufunc, *, to_float: bool = False, compare: bool = False,
@@ -286,7 +286,7 @@ def refuse_dtypes(op, kernel_name: str, kinds: str, at: tuple = (0,), message=No
                 legacy = (FROM_NP[np_dt] if isinstance(dt, np.dtype) else dt).legacy
                 if message is not None:
                     raise RuntimeError(message(legacy))
-                raise NotImplementedError(f'"{kernel_name}" not implemented for \'{legacy}\'')
+                raise not_implemented_for(kernel_name, legacy)
 
     _check_first(op, check)
 

@@ -26,6 +26,7 @@ from ._util import (
     checked_scalar,
     half_formula,
     half_in_float32,
+    not_implemented_for,
     numpy_backward,
     rand_array,
     unary_meta,
@@ -51,12 +52,6 @@ SELU_ALPHA = 1.6732632423543772848170429916717
 SELU_SCALE = 1.0507009873554804934193349852946
 
 
-def _not_implemented(cpu_name: str, dt) -> NotImplementedError:
-    """PyTorch's error for a kernel (`cpu_name`) without a form for dtype `dt`."""
-    legacy = (_dtype.FROM_NP[dt] if isinstance(dt, np.dtype) else dt).legacy
-    return NotImplementedError(f'"{cpu_name}" not implemented for \'{legacy}\'')
-
-
 def _float_kernel(fn, cpu_name: str | None = None, complex_ok: bool = False):
     """A kernel computing `fn(x, *params)` in x's float dtype (float32 for half types), and
     complex ones with `complex_ok`; any other dtype is PyTorch's NotImplementedError naming
@@ -66,7 +61,7 @@ def _float_kernel(fn, cpu_name: str | None = None, complex_ok: bool = False):
     def kernel(a, *params):
         if a.dtype.kind != "f" and a.dtype not in HALF and not (
                 complex_ok and a.dtype.kind == "c"):
-            raise _not_implemented(name, a.dtype)
+            raise not_implemented_for(name, a.dtype)
         x = a.astype(F32) if a.dtype in HALF else a
         return np.asarray(fn(x, *params)).astype(a.dtype, copy=False)
 
@@ -92,7 +87,7 @@ def _checked_meta(cpu_name: str, complex_ok: bool = False):
     def meta(a, *params):
         category = a.dtype.category
         if category != _dtype.FLOAT and not (complex_ok and category == _dtype.COMPLEX):
-            raise _not_implemented(cpu_name, a.dtype)
+            raise not_implemented_for(cpu_name, a.dtype)
         return unary_meta(to_float=False)(a)
 
     return meta

@@ -35,6 +35,7 @@ from ._util import (
     in_float32,
     iterator_laid,
     iterator_ordered,
+    not_implemented_for,
     rand_array,
     result_np,
     shape_of,
@@ -486,7 +487,7 @@ _pow_tt_base = binary_kernel(_int_power)
 def _check_bool_pow(a, b) -> None:
     """PyTorch has no pow kernel for two bools (a tensor exponent, or a number base)."""
     if _is_bool(a) and _is_bool(b):
-        raise NotImplementedError('"pow" not implemented for \'Bool\'')
+        raise not_implemented_for("pow", "Bool")
 
 
 def _pow_tt_kernel(a, b):
@@ -606,8 +607,7 @@ def _division_check(a, b, dt: np.dtype, kernel_name: str) -> None:
     remainder, fmod) for result dtype `dt`: no bool or complex kernel (named `kernel_name`),
     and an integer division by zero somewhere in a nonempty result."""
     if dt.kind in "bc":
-        raise NotImplementedError(
-            f'"{kernel_name}" not implemented for \'{_dtype.FROM_NP[dt].legacy}\'')
+        raise not_implemented_for(kernel_name, dt)
     if dt.kind in "iu":
         # (a number divisor as the dtype takes it: 256 is a uint8 0)
         zero = np.asarray(as_dtype(b, dt) if b.__class__ is int else b) == 0
@@ -622,8 +622,7 @@ def _division_meta(kernel_name: str):
     def meta(a, b):
         spec = binary_meta()(a, b)
         if spec.dtype.category in (_dtype.BOOL, _COMPLEX):
-            raise NotImplementedError(
-                f'"{kernel_name}" not implemented for \'{spec.dtype.legacy}\'')
+            raise not_implemented_for(kernel_name, spec.dtype)
         return spec
 
     return meta
@@ -780,7 +779,7 @@ def _lerp_check(a, end, w, kernel: str) -> None:
             raise RuntimeError(f"expected dtype {da.cpp} for `{name}` but got dtype "
                                f"{dtype_of(x).cpp}")
     if da.category not in (_dtype.FLOAT, _COMPLEX):
-        raise NotImplementedError(f'"{kernel}" not implemented for \'{da.legacy}\'')
+        raise not_implemented_for(kernel, da)
 
 
 def _lerp_kernel(a, end, w, kernel="lerp_kernel_scalar"):
@@ -916,7 +915,7 @@ def _addc_kernel(ufunc):
                 return (a + scaled / t2).astype(dt, copy=False)
             return fused_multiply_add(scaled, t2, a).astype(dt, copy=False)
         if dt.kind == "b" and ufunc is np.multiply:
-            raise NotImplementedError('"addcmul_cpu_out" not implemented for \'Bool\'')
+            raise not_implemented_for("addcmul_cpu_out", "Bool")
         if dt.kind in "iu":
             # the value converted to the integer type first (0.5 is 0), with PyTorch's
             # overflow check

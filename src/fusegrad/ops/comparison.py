@@ -24,6 +24,7 @@ from ._util import (
     checked_scalar,
     dtype_of,
     iterator_laid,
+    not_implemented_for,
     rand_array,
     result_np,
     shape_of,
@@ -195,7 +196,7 @@ def _bool_clamp(lo, hi) -> NotImplementedError:
     """PyTorch's error for clamp with a bool result (no kernel), naming its bounds."""
     name = "clamp_scalar_cpu" if lo is not None and hi is not None else \
         "clamp_min_scalar_cpu" if lo is not None else "clamp_max_scalar_cpu"
-    return NotImplementedError(f"\"{name}\" not implemented for 'Bool'")
+    return not_implemented_for(name, "Bool")
 
 
 def clamp_number_kernel(a, lo=None, hi=None, *, real_part_ok: bool = True):
@@ -281,10 +282,10 @@ def _clamp_t_dtype(a, lo, hi) -> _dtype.dtype:
             raise NotImplementedError(_NO_COMPLEX_CLAMP)
         name = "clamp_cpu" if lo is not None and hi is not None else \
             "maximum_cpu" if lo is not None else "minimum_cpu"
-        raise NotImplementedError(f"\"{name}\" not implemented for '{dt.legacy}'")
+        raise not_implemented_for(name, dt)
     if dt is _dtype.bool_ and lo is not None and hi is not None:
         # (one bound is maximum's or minimum's kernel, which take bools)
-        raise NotImplementedError("\"clamp_cpu\" not implemented for 'Bool'")
+        raise not_implemented_for("clamp_cpu", "Bool")
     return dt
 
 
@@ -402,7 +403,7 @@ logical_not_ = inplace_variant(logical_not, "logical_not_", differentiable=False
 def _bitwise_check(dt) -> None:
     if dt.kind not in "biu":
         name = _dtype.FROM_NP[dt].legacy if dt in _dtype.FROM_NP else str(dt)
-        raise NotImplementedError(f"\"bitwise_not_cpu\" not implemented for '{name}'")
+        raise not_implemented_for("bitwise_not_cpu", name)
 
 
 def _bitwise_kernel(ufunc, fname):
@@ -410,7 +411,7 @@ def _bitwise_kernel(ufunc, fname):
         dt = result_np(a, b)
         if dt.kind not in "biu":
             name = _dtype.FROM_NP[dt].legacy
-            raise NotImplementedError(f"\"{fname}_cpu\" not implemented for '{name}'")
+            raise not_implemented_for(f"{fname}_cpu", name)
         return ufunc(as_dtype(a, dt), as_dtype(b, dt))
 
     return kernel
@@ -424,8 +425,7 @@ def _bitwise_meta(fname, bool_ok: bool = True):
         spec = binary_meta()(a, b)
         category = spec.dtype.category
         if category >= _dtype.FLOAT or (category == _dtype.BOOL and not bool_ok):
-            raise NotImplementedError(
-                f"\"{fname}_cpu\" not implemented for '{spec.dtype.legacy}'")
+            raise not_implemented_for(f"{fname}_cpu", spec.dtype)
         return spec
 
     return meta
@@ -470,8 +470,7 @@ def _bitwise_not_kernel(a):
 
 def _bitwise_not_meta(a):
     if a.dtype.category == _dtype.FLOAT:
-        raise NotImplementedError(
-            f"\"bitwise_not_cpu\" not implemented for '{a.dtype.legacy}'")
+        raise not_implemented_for("bitwise_not_cpu", a.dtype)
     return Spec(tuple(a.shape), a.dtype)
 
 

@@ -31,7 +31,7 @@ from ._linalg_common import (
     first_failure,
     real_np,
 )
-from ._util import Spec, contiguous_strides, dtype_of, rand_array, strided_copy
+from ._util import Spec, contiguous_strides, dtype_of, not_implemented_for, rand_array, strided_copy
 from .arithmetic import not_implemented_derivative as _not_implemented
 from .registry import REGISTRY, Sample, register
 
@@ -454,7 +454,7 @@ def _eigh_check(a, uplo):
     check_square("linalg.eigh", a)
     dt = dtype_of(a)
     if dt.np not in LAPACK_NP:
-        raise NotImplementedError(f"\"linalg_eigh_cpu\" not implemented for '{dt.legacy}'")
+        raise not_implemented_for("linalg_eigh_cpu", dt)
     if uplo not in ("L", "U", "l", "u"):
         raise RuntimeError(f"Expected UPLO argument to be 'L' or 'U', but got {uplo}")
 
@@ -543,7 +543,7 @@ def _eig_dtype_check(a):
     if not (dt.is_floating_point or dt.is_complex):
         raise RuntimeError(f"Unknown Complex ScalarType for {dt.legacy}")
     if dt.np not in LAPACK_NP:
-        raise NotImplementedError(f"\"linalg_eig_out_cpu\" not implemented for '{dt.legacy}'")
+        raise not_implemented_for("linalg_eig_out_cpu", dt)
 
 
 def _eig_kernel(a):
@@ -639,7 +639,7 @@ def _householder_check(a, tau) -> None:
         raise RuntimeError(f"{_HP}: tau dtype {dt.legacy} does not match input dtype "
                            f"{da.legacy}")
     if da.np not in LAPACK_NP:
-        raise NotImplementedError(f"\"orgqr_cpu\" not implemented for '{da.legacy}'")
+        raise not_implemented_for("orgqr_cpu", da)
 
 
 def _reflector(a, i: int):
@@ -1020,7 +1020,7 @@ def _geqrf_check(a) -> None:
         raise RuntimeError("torch.geqrf: input must have at least 2 dimensions.")
     dt = dtype_of(a)
     if dt.np not in LAPACK_NP:
-        raise NotImplementedError(f"\"geqrf_cpu\" not implemented for '{dt.legacy}'")
+        raise not_implemented_for("geqrf_cpu", dt)
 
 
 @_COL0
@@ -1108,7 +1108,7 @@ def _ormqr_check(a, tau, c, left) -> None:
                                f"input has dtype{da.legacy} and {name} has dtype "
                                f"{dtype_of(t).legacy}")
     if da.np not in LAPACK_NP:
-        raise NotImplementedError(f"\"ormqr_cpu\" not implemented for '{da.legacy}'")
+        raise not_implemented_for("ormqr_cpu", da)
 
 
 def _ormqr_square(a, k: int):

@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import _dtype
 from ._special_kernels import erfc as _erfc
-from ._util import HALF, as_dtype, binary_meta, rand_array, result_np
+from ._util import HALF, as_dtype, binary_meta, not_implemented_for, rand_array, result_np
 from .registry import Sample, inplace_variant, register
 
 _ITERATIONS = 2000
@@ -181,8 +181,7 @@ def _kernel(upper: bool, cpu_name: str):
     def kernel(a, x):
         dt = result_np(a, x)
         if dt.kind != "f" and dt not in HALF:
-            raise NotImplementedError(
-                f"\"{cpu_name}_cpu\" not implemented for '{_dtype.FROM_NP[dt].legacy}'")
+            raise not_implemented_for(f"{cpu_name}_cpu", dt)
         if dt in HALF:  # computed from the half values, rounded once (through float32)
             a, x = as_dtype(a, dt), as_dtype(x, dt)
         p, q = _pq(np.asarray(a, np.float64), np.asarray(x, np.float64))
@@ -196,8 +195,7 @@ def _meta(cpu_name: str):
     def meta(a, x):
         spec = binary_meta()(a, x)
         if spec.dtype.category != _dtype.FLOAT:
-            raise NotImplementedError(
-                f"\"{cpu_name}_cpu\" not implemented for '{spec.dtype.legacy}'")
+            raise not_implemented_for(f"{cpu_name}_cpu", spec.dtype)
         return spec
 
     return meta

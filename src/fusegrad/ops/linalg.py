@@ -21,6 +21,7 @@ from ._util import (
     cj,
     dtype_of,
     inplace_result_check,
+    not_implemented_for,
     rand_array,
     wrap_dim,
 )
@@ -65,7 +66,7 @@ def no_bool_product(name: str, a, out_shape: tuple, k: int) -> None:
     of bool whose product (shape `out_shape`, summing `k` terms) is not empty (an empty one
     never reaches the kernel)."""
     if a.dtype is _BOOL and k and all(out_shape):
-        raise NotImplementedError(f'"{name}" not implemented for \'Bool\'')
+        raise not_implemented_for(name, "Bool")
 
 
 def _mm_check(a, b):

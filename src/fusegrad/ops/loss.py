@@ -10,7 +10,16 @@ import numpy as np
 
 from .. import _dtype
 from . import _onnx as ox
-from ._util import HALF, Spec, c_contiguous, dtype_of, half_formula, rand_array, size_str
+from ._util import (
+    HALF,
+    Spec,
+    c_contiguous,
+    dtype_of,
+    half_formula,
+    not_implemented_for,
+    rand_array,
+    size_str,
+)
 from .arithmetic import not_implemented_derivative
 from .nn import (
     _call,
@@ -309,8 +318,7 @@ def _mm_dtype_check(x, t, weight) -> None:
     int64 and the class weights in the input's dtype, refusing others."""
     d = dtype_of(x)
     if d is not _dtype.float32 and d is not _dtype.float64:
-        raise NotImplementedError(
-            f'"multi_margin_loss_cpu_kernel" not implemented for \'{d.legacy}\'')
+        raise not_implemented_for("multi_margin_loss_cpu_kernel", d)
     for arg, want in ((t, _dtype.int64), (weight, d)):
         if arg is not None and dtype_of(arg) is not want:
             raise RuntimeError(f"expected scalar type {want.legacy} but found "

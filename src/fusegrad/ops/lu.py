@@ -20,7 +20,7 @@ from ._linalg_common import (
     lu_np,
     pivots_to_perm,
 )
-from ._util import Spec, dtype_of, rand_array
+from ._util import Spec, dtype_of, not_implemented_for, rand_array
 from .factorizations import _cat_last, _int_spec
 from .registry import Sample, register
 
@@ -37,7 +37,7 @@ def _lu_check(a, pivot):
                            f"size: [{shape}] instead")
     dt = dtype_of(a)
     if dt.np not in LAPACK_NP:
-        raise NotImplementedError(f"\"lu_cpu\" not implemented for '{dt.legacy}'")
+        raise not_implemented_for("lu_cpu", dt)
     if not pivot:
         raise RuntimeError("linalg.lu_factor: LU without pivoting is not implemented on the CPU")
 

@@ -30,6 +30,7 @@ from ._util import (
     dtype_of,
     float_np,
     iterator_ordered,
+    not_implemented_for,
     operand_order,
     rand_array,
     result_np,
@@ -50,12 +51,6 @@ from .special import _xlogy_kernel, _xlogy_np, xlogy
 
 _SQRT_PI_2 = math.sqrt(math.pi) / 2
 _LN2 = math.log(2.0)
-
-
-def _not_implemented_for(cpu_name: str, dt) -> NotImplementedError:
-    """PyTorch's error for a kernel without a form for dtype `dt` (NumPy's or ours)."""
-    legacy = (_dtype.FROM_NP[dt] if isinstance(dt, np.dtype) else dt).legacy
-    return NotImplementedError(f'"{cpu_name}" not implemented for \'{legacy}\'')
 
 
 def _refusing(fn, refusal):
@@ -79,7 +74,7 @@ def _no_complex(cpu_name: str, halves: bool = False):
 
     def refusal(dt):
         if dt.category == _dtype.COMPLEX or (halves and dt in (_dtype.float16, _dtype.bfloat16)):
-            return _not_implemented_for(cpu_name, dt)
+            return not_implemented_for(cpu_name, dt)
         return None
 
     return refusal
@@ -164,7 +159,7 @@ def _polygamma_check(n, dt) -> None:
     if n < 0:
         raise RuntimeError("polygamma(n, x) does not support negative n.")
     if dt.category == _dtype.COMPLEX:  # named after the kernel each order runs
-        raise _not_implemented_for("digamma" if n == 0 else "trigamma" if n == 1
+        raise not_implemented_for("digamma" if n == 0 else "trigamma" if n == 1
                                    else "polygamma", dt)
 
 
@@ -355,7 +350,7 @@ def _logit_np(eps):
 
 def _logit_kernel(a, eps=None):
     if a.dtype.kind == "c":
-        raise _not_implemented_for("logit_cpu", a.dtype)
+        raise not_implemented_for("logit_cpu", a.dtype)
     if a.dtype in HALF:
         # The half types' kernel clamps to eps and 1 - eps rounded to the half type and
         # rounds 1 - x and the quotient to it before the logarithm (in float32)
@@ -373,7 +368,7 @@ def _logit_kernel(a, eps=None):
 
 def _logit_meta(a, eps=None):
     if a.dtype.category == _dtype.COMPLEX:
-        raise _not_implemented_for("logit_cpu", a.dtype)
+        raise not_implemented_for("logit_cpu", a.dtype)
     return unary_meta()(a)
 
 
@@ -428,7 +423,7 @@ def _float_kernel(fn, cpu_name: str, complex_ok: bool = False):
     def kernel(a, b):
         dt = result_np(a, b)
         if dt.kind not in kinds and dt not in HALF:
-            raise _not_implemented_for(cpu_name, dt)
+            raise not_implemented_for(cpu_name, dt)
         return base(a, b)
 
     kernel.ufunc = fn  # float arrays of one dtype: the recorders call it themselves
@@ -442,7 +437,7 @@ def _float_meta(cpu_name: str, complex_ok: bool = False):
         spec = binary_meta()(a, b)
         category = spec.dtype.category
         if category != _dtype.FLOAT and not (complex_ok and category == _dtype.COMPLEX):
-            raise _not_implemented_for(cpu_name, spec.dtype)
+            raise not_implemented_for(cpu_name, spec.dtype)
         return spec
 
     return meta
@@ -566,7 +561,7 @@ def _nextafter_kernel(a, b):
     # their own dtype (NumPy's and ml_dtypes' nextafter take them).
     dt = result_np(a, b)
     if dt.kind != "f" and dt not in HALF:
-        raise _not_implemented_for("nextafter_cpu", dt)
+        raise not_implemented_for("nextafter_cpu", dt)
     x, y = as_dtype(a, dt), as_dtype(b, dt)
     # Equal operands give `other` (C's nextafter: nextafter(0.0, -0.0) is -0.0), which
     # NumPy's half-type loops do not.
@@ -602,7 +597,7 @@ def _ldexp_check(a_dt, e_dt) -> None:
     """A real floating input takes integer exponents only (PyTorch's kernel for them has no
     bool form)."""
     if e_dt is _dtype.bool_ and a_dt.category == _dtype.FLOAT:
-        raise NotImplementedError("\"ldexp_cpu_exp\" not implemented for 'Bool'")
+        raise not_implemented_for("ldexp_cpu_exp", "Bool")
 
 
 _mul = binary_kernel(np.multiply)
@@ -784,13 +779,13 @@ def _int_only(name, ufunc):
     def kernel(a, b):
         dt = result_np(a, b)
         if dt.kind not in "iu":
-            raise _not_implemented_for(name + "_cpu", dt)
+            raise not_implemented_for(name + "_cpu", dt)
         return fn(as_dtype(np.asarray(a), dt), as_dtype(np.asarray(b), dt))
 
     def meta(a, b):
         dt = _dtype.result_type(a, b)
         if dt.category != _dtype.INT:
-            raise _not_implemented_for(name + "_cpu", dt)
+            raise not_implemented_for(name + "_cpu", dt)
         return binary_meta()(a, b)
 
     def samples(rng, dt):
@@ -837,7 +832,7 @@ def _xlogy_other_kernel(a, b):
     # The number takes the tensor's float dtype (np.log of a Python float is float64).
     dt = float_np(result_np(a, b))
     if dt.kind == "c":
-        raise _not_implemented_for("xlogy_cpu", dt)
+        raise not_implemented_for("xlogy_cpu", dt)
     if dt in HALF:  # (the number rounded to the half type first: 1e5 is float16's inf)
         b = np.asarray(b, np.float32).astype(dt).astype(np.float32)
         return _xlogy_np(a.astype(np.float32), b, dt).astype(dt)

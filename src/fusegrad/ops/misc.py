@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import _dtype
 from . import _onnx as ox
-from ._util import Spec, broadcast_shapes, rand_array, refuse_dtypes, wrap_dim
+from ._util import Spec, broadcast_shapes, not_implemented_for, rand_array, refuse_dtypes, wrap_dim
 from .indexing import _data_dependent
 from .registry import Sample, register
 
@@ -113,8 +113,9 @@ bucketize = register(
 
 def _bincount_kernel(a, weights=None, minlength=0):
     if a.dtype.kind not in "iu":  # PyTorch's kernel exists for integer dtypes only
-        raise NotImplementedError(f'"bincount_cpu" not implemented for '
-                                  f"'{_dtype.from_numpy_dtype(a.dtype).legacy}'")
+        raise not_implemented_for("bincount_cpu", a.dtype)
+    if minlength < 0:
+        raise RuntimeError("minlength should be >= 0")
     if a.ndim != 1:
         raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
     if a.size and a.min() < 0:
@@ -208,8 +209,10 @@ def unique_slices(a, dim: int, sort: bool):
     inverse[order] = np.cumsum(starts) - 1
     first = np.flatnonzero(starts)
     counts = np.diff(np.append(first, n)).astype(np.int64)
-    values = np.moveaxis(rows[order[first]], 0, d)
-    return np.ascontiguousarray(values), inverse, counts
+    # (the slices stacked contiguously, then `dim` moved back in place: PyTorch's layout, a
+    # non-contiguous one for any dim but the first)
+    values = np.moveaxis(np.ascontiguousarray(rows[order[first]]), 0, d)
+    return values, inverse, counts
 
 
 def _unique_dim_kernel(a, dim, sorted=True, return_inverse=False, return_counts=False):

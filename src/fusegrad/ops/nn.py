@@ -28,6 +28,7 @@ from ._util import (
     contiguous_strides,
     dense_strides,
     inplace_result_check,
+    not_implemented_for,
     numpy_backward,
     rand_array,
     saved_array,
@@ -519,7 +520,7 @@ def _nll_dtype_check(x, weight, two_d: bool) -> None:
     name = _legacy(x)
     if np.dtype(x.dtype if isinstance(x, np.ndarray) else x.dtype.np).kind in "biuc":
         kernel = "nll_loss2d_forward_out_frame" if two_d else "nll_loss_out_frame"
-        raise NotImplementedError(f'"{kernel}" not implemented for \'{name}\'')
+        raise not_implemented_for(kernel, name)
     if weight is not None and _legacy(weight) != name:
         raise RuntimeError(f"expected scalar type {name} but found {_legacy(weight)}")
 
@@ -823,7 +824,7 @@ def float_loss_dtype(x, t, kernel: str):
     promotion; its CPU kernel (`kernel`_cpu) exists for floating dtypes only."""
     dt = _dtype.result_type(x, t)
     if dt.category != _dtype.FLOAT:
-        raise NotImplementedError(f'"{kernel}_cpu" not implemented for \'{dt.legacy}\'')
+        raise not_implemented_for(f"{kernel}_cpu", dt)
     return dt
 
 

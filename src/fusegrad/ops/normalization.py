@@ -31,6 +31,7 @@ from ._util import (
     format_strides,
     in_format,
     kept_format,
+    not_implemented_for,
     numpy_backward,
     rand_array,
     size_str,
@@ -542,7 +543,7 @@ def _floating_kernel(name: str, x) -> None:
     floating dtypes only."""
     legacy = _legacy(x)
     if legacy not in ("Float", "Double", "Half", "BFloat16"):
-        raise NotImplementedError(f'"{name}" not implemented for \'{legacy}\'')
+        raise not_implemented_for(name, legacy)
 
 
 def _ln_moments(xw: np.ndarray, axes: tuple, eps: float) -> tuple:
@@ -863,7 +864,7 @@ def _check_gn(shape: tuple, w, b, n: int, c: int, hxw: int, group: int) -> None:
 def _check_float(x) -> None:
     name = _legacy(x)
     if name not in ("Float", "Double", "Half", "BFloat16"):
-        raise NotImplementedError(f'"GroupNormKernelImpl" not implemented for \'{name}\'')
+        raise not_implemented_for("GroupNormKernelImpl", name)
 
 
 def _gn_kernel(x, w, b, n, c, hxw, group, eps):

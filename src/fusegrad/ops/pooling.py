@@ -24,6 +24,7 @@ from ._util import (
     format_strides,
     in_format,
     input_format,
+    not_implemented_for,
     numpy_backward,
     rand_array,
     wrap_grad,
@@ -184,7 +185,7 @@ def check_pool_dtype(kernel: str, dt, allowed: str) -> None:
     elif d.is_floating_point or (allowed == "float+long" and d is _dtype.int64) or (
             allowed == "real" and not d.is_complex and d is not _dtype.bool_):
         return
-    raise NotImplementedError(f'"{kernel}" not implemented for \'{d.legacy}\'')
+    raise not_implemented_for(kernel, d)
 
 
 class _MaxPlan:

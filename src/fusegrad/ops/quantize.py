@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import _dtype
 from .._shapes import laid_like
-from ._util import F32, HALF, Spec, dtype_of, rand_array, wrap_dim
+from ._util import F32, HALF, Spec, dtype_of, not_implemented_for, rand_array, wrap_dim
 from .registry import Sample, register
 
 _KERNEL_NAME = {"tensor": "fake_quantize_tensor_cachemask_kernel_type_handling",
@@ -38,8 +38,7 @@ def check_zero_points(zero_points, quant_min: int, quant_max: int) -> None:
 
 def _floating(x, kind: str) -> None:
     if x.dtype.kind != "f" and x.dtype not in HALF:
-        raise NotImplementedError(f'"{_KERNEL_NAME[kind]}" not implemented for '
-                                  f"'{dtype_of(x).legacy}'")
+        raise not_implemented_for(_KERNEL_NAME[kind], dtype_of(x))
 
 
 def _fake_quantize(x, scale, zero_point, quant_min: int, quant_max: int,

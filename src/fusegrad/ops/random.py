@@ -18,7 +18,7 @@ from .._random import generator_or_default
 from .._scalar_conversion import float_max
 from .._shapes import broadcast_shapes, in_memory_order, memory_order, strides_order
 from . import _native
-from ._util import Spec, dtype_of, rand_array
+from ._util import Spec, dtype_of, not_implemented_for, rand_array
 from .arithmetic import not_implemented_derivative
 from .registry import Sample, register
 from .sorting import topk_kernel
@@ -38,8 +38,7 @@ def _float_only(a, kernel_name: str) -> None:
     """Continuous distributions are defined for floating tensors only (PyTorch's wording)."""
     dt = np.dtype(a.dtype)
     if dt.kind not in _FLOAT_KINDS and dt.name != "bfloat16":
-        raise NotImplementedError(
-            f'"{kernel_name}" not implemented for \'{_dtype.from_numpy_dtype(dt).legacy}\'')
+        raise not_implemented_for(kernel_name, dt)
 
 
 def _continuous_only(a, distribution: str, cpp_name: bool) -> None:
@@ -57,8 +56,7 @@ def _not_for_bool_or_complex(a, kernel_name: str) -> None:
     """The discrete draws' kernels, which take integer and floating tensors."""
     dt = np.dtype(a.dtype)
     if dt.kind in "bc":
-        raise NotImplementedError(
-            f'"{kernel_name}" not implemented for \'{_dtype.from_numpy_dtype(dt).legacy}\'')
+        raise not_implemented_for(kernel_name, dt)
 
 
 def _laid_out(a, flat: np.ndarray) -> np.ndarray:
@@ -148,8 +146,7 @@ def _bernoulli_scalar(a, p=0.5, generator=None):
     if not 0 <= p <= 1:
         raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={p:g}")
     if np.dtype(a.dtype).kind == "c":
-        raise NotImplementedError('"bernoulli_scalar_cpu_" not implemented for '
-                                  f"'{_dtype.from_numpy_dtype(a.dtype).legacy}'")
+        raise not_implemented_for("bernoulli_scalar_cpu_", a.dtype)
     return _laid_out(a, draws.bernoulli_scalar(generator, a.size, p))
 
 
@@ -188,7 +185,7 @@ def _binomial_checks(count, prob) -> tuple:
         raise ValueError(f"binomial only supports floating-point dtypes for count, got: "
                          f"{dt.legacy}")
     if dt not in (_dtype.float32, _dtype.float64):
-        raise NotImplementedError(f'"binomial_cpu" not implemented for \'{dt.legacy}\'')
+        raise not_implemented_for("binomial_cpu", dt)
     if prob_dt != dt:
         raise RuntimeError(f"Found dtype {prob_dt.legacy} but expected {dt.legacy}")
     return broadcast_shapes(tuple(count.shape), tuple(prob.shape))
@@ -238,8 +235,7 @@ def _top(a) -> int:
 
 def _random_default(a, generator=None):
     if np.dtype(a.dtype).kind == "c":
-        raise NotImplementedError('"random_kernel_cpu" not implemented for '
-                                  f"'{_dtype.from_numpy_dtype(a.dtype).legacy}'")
+        raise not_implemented_for("random_kernel_cpu", a.dtype)
     return _laid_out(a, draws.random_bits(generator, a.size, a.dtype))
 
 
@@ -553,8 +549,7 @@ native_dropout = register(
 def _gamma_dtype_check(a) -> None:
     dt = np.dtype(a.dtype)
     if dt not in (np.dtype(np.float32), np.dtype(np.float64)):
-        raise NotImplementedError(f'"gamma_cpu" not implemented for '
-                                  f"'{_dtype.FROM_NP[dt].legacy}'")
+        raise not_implemented_for("gamma_cpu", dt)
 
 
 def _standard_gamma_kernel(a, generator=None):
@@ -618,8 +613,7 @@ def _sample_dirichlet_kernel(a, generator=None):
 
     dt = np.dtype(a.dtype)
     if dt not in (np.dtype(np.float32), np.dtype(np.float64)):
-        raise NotImplementedError(f'"dirichlet" not implemented for '
-                                  f"'{_dtype.FROM_NP[dt].legacy}'")
+        raise not_implemented_for("dirichlet", dt)
     flat = np.asarray(a, np.float64).reshape(-1).tolist()
     serial = draws.SerialDraws(generator_or_default(generator), 2 * len(flat))
     try:

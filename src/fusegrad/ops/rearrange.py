@@ -147,21 +147,28 @@ flip = register(
     saved_names=("dims",))
 
 
-def _roll_kernel(a, shifts, dims=()):
+def _roll_args(shifts, dims) -> tuple:
+    """(shifts, dims) as tuples, with PyTorch's checks in its order: some shift, and one per
+    dim unless a single shift rolls the flattened tensor (no dims)."""
     shifts = (shifts,) if isinstance(shifts, int) else tuple(shifts)
     dims = (dims,) if isinstance(dims, int) else tuple(dims)
-    if not dims:
-        if len(shifts) != 1:
-            raise RuntimeError("`shifts` required to be of length 1 when `dims` is empty")
-        return np.roll(a.reshape(-1), shifts[0]).reshape(a.shape)
-    if len(shifts) != len(dims):
+    if not shifts:
+        raise RuntimeError("`shifts` required")
+    if (dims or len(shifts) != 1) and len(shifts) != len(dims):
         raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, dims:"
                            f"{len(dims)}")
+    return shifts, dims
+
+
+def _roll_kernel(a, shifts, dims=()):
+    shifts, dims = _roll_args(shifts, dims)
+    if not dims:
+        return np.roll(a.reshape(-1), shifts[0]).reshape(a.shape)
     return np.roll(a, shifts, tuple(wrap_dim(d, a.ndim) for d in dims))
 
 
 def _roll_meta(a, shifts, dims=()):
-    dims = (dims,) if isinstance(dims, int) else tuple(dims)
+    dims = _roll_args(shifts, dims)[1]
     for d in dims:
         wrap_dim(d, len(a.shape))
     return Spec(tuple(a.shape), a.dtype)

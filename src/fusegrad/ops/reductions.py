@@ -26,6 +26,7 @@ from ._util import (
     half_formula,
     half_in_float32,
     in_format,
+    not_implemented_for,
     numel,
     numpy_backward,
     rand_array,
@@ -232,7 +233,7 @@ def _trace_dtype(a) -> _dtype.dtype:
         raise RuntimeError(f"trace: expected a matrix, but got tensor with dim {len(a.shape)}")
     dt = a.dtype if isinstance(a.dtype, _dtype.dtype) else _dtype.FROM_NP[a.dtype]
     if dt is _dtype.bool_:
-        raise NotImplementedError("\"trace\" not implemented for 'Bool'")
+        raise not_implemented_for("trace", "Bool")
     return dt if dt.is_floating_point or dt.is_complex else _dtype.int64
 
 
@@ -401,8 +402,7 @@ def check_softmax_dtype(a, dim, log: bool = False) -> bool:
         return True
     name = "log_softmax" if log else "softmax"
     last = len(shape) <= 1 or wrap_dims(dim, len(shape))[0] == len(shape) - 1
-    raise NotImplementedError(f'"{name}_{"lastdim_" if last else ""}kernel_impl" not '
-                              f"implemented for '{dt.legacy}'")
+    raise not_implemented_for(f"{name}_{'lastdim_' if last else ''}kernel_impl", dt)
 
 
 def _softmax_kernel(a, dim, log=False):

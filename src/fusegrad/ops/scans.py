@@ -8,7 +8,16 @@ from .. import _dtype
 from .._dispatch import call
 from ..autograd.grad_mode import is_grad_enabled
 from . import _onnx as ox
-from ._util import F32, HALF, Spec, c_contiguous, in_format, rand_array, real_part_for
+from ._util import (
+    F32,
+    HALF,
+    Spec,
+    c_contiguous,
+    in_format,
+    not_implemented_for,
+    rand_array,
+    real_part_for,
+)
 from .joins import cat
 from .reductions import (
     _dim1,
@@ -29,7 +38,7 @@ def _no_bool_scan(name: str, dtype) -> None:
     """PyTorch has no bool cumsum/cumprod kernel (only `dtype=torch.bool` asks for one: a
     bool input sums as int64)."""
     if dtype is _dtype.bool_:
-        raise NotImplementedError(f'"{name}_out_cpu" not implemented for \'Bool\'')
+        raise not_implemented_for(f"{name}_out_cpu", "Bool")
 
 
 def _cum_kernel(fn):
@@ -184,8 +193,7 @@ def _cumext_kernel(ufunc, cpu_name: str):
         if a.size == 0:  # (nothing to compare: a complex input too)
             return a.copy(), np.zeros(a.shape, np.int64)
         if a.dtype.kind == "c":  # PyTorch has no complex kernel (NumPy would order them)
-            raise NotImplementedError(f"\"{cpu_name}\" not implemented for "
-                                      f"'{_dtype.FROM_NP[a.dtype].legacy}'")
+            raise not_implemented_for(cpu_name, a.dtype)
         vals = ufunc.accumulate(a, axis=d)
         # The index of the last element equal to the running extreme so far.
         hit = a == vals

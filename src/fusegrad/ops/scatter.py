@@ -22,6 +22,7 @@ from ._util import (
     dtype_of,
     index_out_of_range,
     mismatched_source,
+    not_implemented_for,
     numel,
     rand_array,
     refuse_dtypes,
@@ -532,9 +533,8 @@ def _scatter_reduce_check(a, dim, index, src, reduce) -> int:
                            f"got {reduce}")
     if reduce == "mean" and dtype_of(a) is _dtype.bool_:
         if not numel(index.shape):  # (no scatter kernel runs: the mean's division refuses it)
-            raise NotImplementedError("\"div_floor_cpu\" not implemented for 'Bool'")
-        raise NotImplementedError(
-            "\"scatter_gather_tensor_cpu_reduce_mean\" not implemented for 'Bool'")
+            raise not_implemented_for("div_floor_cpu", "Bool")
+        raise not_implemented_for("scatter_gather_tensor_cpu_reduce_mean", "Bool")
     return d
 
 
@@ -598,7 +598,7 @@ def _index_reduce_check(a, dim, index, src, reduce) -> int:
     check_source_shapes("index_reduce_", tuple(a_shape), d, numel(idx_shape),
                         tuple(src_shape))
     if reduce == "mean" and dtype_of(a) is _dtype.bool_:
-        raise NotImplementedError("\"div_floor_cpu\" not implemented for 'Bool'")
+        raise not_implemented_for("div_floor_cpu", "Bool")
     return d
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dtype
-from ._util import Spec, rand_array, wrap_dim
+from ._util import Spec, not_implemented_for, rand_array, wrap_dim
 from .arithmetic import not_implemented_derivative
 from .nn import _call, _work
 from .registry import Sample, register
@@ -67,11 +67,10 @@ def _check_dtypes(data, index, what: str) -> None:
     index type is dispatched on first)."""
     dt = _dt(index.dtype)
     if dt.name not in _INDEX_TYPES:
-        raise NotImplementedError(
-            f'"_segment_reduce_{what}_cpu_kernel1" not implemented for \'{dt.legacy}\'')
+        raise not_implemented_for(f"_segment_reduce_{what}_cpu_kernel1", dt)
     dt = _dt(data.dtype)
     if dt.name not in _FLOATS:
-        raise NotImplementedError(f'"_segment_reduce_cpu" not implemented for \'{dt.legacy}\'')
+        raise not_implemented_for("_segment_reduce_cpu", dt)
 
 
 def _min_of_empty() -> RuntimeError:

@@ -209,6 +209,10 @@ def _narrow_check(shape, dim, start, length):
     # PyTorch's checks, in its order (its message names the start wrapped)
     if not shape:
         raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
+    if dim >= len(shape):  # (its kernel's own check, before the dim is wrapped)
+        raise RuntimeError("Expected dim < static_cast<int64_t>(self_sizes.size()) to be true, "
+                           "but got false.  (Could this error message be improved?  If so, "
+                           "please report an enhancement request to PyTorch.)")
     d = wrap_dim(dim, len(shape))
     size = shape[d]
     if not -size <= start <= size:

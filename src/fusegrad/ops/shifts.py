@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _dtype
-from ._util import as_dtype, result_np
+from ._util import as_dtype, not_implemented_for, result_np
 from .arithmetic import inplace_checks_first
 from .comparison import _bitwise_meta
 from .registry import Sample, inplace_variant, register
@@ -17,8 +16,7 @@ def _shift_kernel(left: bool, cpu_name: str):
     def kernel(a, b):
         dt = result_np(a, b)
         if dt.kind not in "iu":  # no bool kernel either (`bool >> 1` is int64, `bool >> bool`)
-            raise NotImplementedError(
-                f"\"{cpu_name}_cpu\" not implemented for '{_dtype.FROM_NP[dt].legacy}'")
+            raise not_implemented_for(f"{cpu_name}_cpu", dt)
         x, s = as_dtype(a, dt), as_dtype(b, dt)
         bits = dt.itemsize * 8
         wide = s >= bits

@@ -13,11 +13,17 @@ from .._dispatch import call
 from .._random import generator_or_default
 from ..autograd.grad_mode import is_grad_enabled, no_grad
 from . import _onnx as ox
-from ._util import c_contiguous, half_formula, rand_array, wrap_dim, wrap_grad
+from ._util import (
+    c_contiguous,
+    half_formula,
+    not_implemented_for,
+    rand_array,
+    wrap_dim,
+    wrap_grad,
+)
 from .activation import (
     _float_kernel,
     _meta,
-    _not_implemented,
     _param_samples,
     elu_backward,
     exp_family_gradient,
@@ -363,7 +369,7 @@ def _rrelu_check(dt: np.dtype, training: bool) -> None:
     integers, bool or complex numbers."""
     if dt.kind == "f" and not (training and dt == np.float16) or dt.name == "bfloat16":
         return
-    raise _not_implemented("rrelu_with_noise_out_cpu" if training else "leaky_relu_cpu", dt)
+    raise not_implemented_for("rrelu_with_noise_out_cpu" if training else "leaky_relu_cpu", dt)
 
 
 def _rrelu_kernel(x, noise, lower=0.125, upper=1 / 3, training=False, generator=None):

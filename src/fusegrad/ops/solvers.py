@@ -27,7 +27,7 @@ from ._linalg_common import (
     lu_np,
     real_np,
 )
-from ._util import HALF, Spec, broadcast_shapes, dtype_of, rand_array
+from ._util import HALF, Spec, broadcast_shapes, dtype_of, not_implemented_for, rand_array
 from .factorizations import I32, spd_array
 from .registry import Sample, register
 
@@ -139,7 +139,7 @@ def _det_check(a) -> None:
     check_square("linalg.det", a)
     dt = dtype_of(a)
     if dt.np in HALF:
-        raise NotImplementedError(f'"lu_cpu" not implemented for \'{dt.legacy}\'')
+        raise not_implemented_for("lu_cpu", dt)
     check_floating("linalg.det", a)
 
 
@@ -435,8 +435,7 @@ def _cs_checks(b, low):
         raise RuntimeError(f"A must be batches of square matrices, but they are {m} by {n} "
                            "matrices")
     if not (db.is_floating_point or db.is_complex) or db.np in HALF:
-        raise NotImplementedError(f'"cholesky_solve_cpu" not implemented for '
-                                  f"'{db.legacy}'")
+        raise not_implemented_for("cholesky_solve_cpu", db)
 
 
 def _cs_kernel(b, low, upper=False):

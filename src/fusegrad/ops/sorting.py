@@ -8,7 +8,7 @@ from .. import _dtype
 from .._shapes import laid_like, like_strides
 from . import _onnx as ox
 from . import _tie_order
-from ._util import HALF, Spec, in_format, rand_array
+from ._util import HALF, Spec, in_format, not_implemented_for, rand_array
 from .reductions import (
     _all_samples,
     _dim1,
@@ -110,7 +110,7 @@ def empty_median(dt: np.dtype) -> np.ndarray:
 def no_bool(name: str, dt) -> None:
     """PyTorch's error for a kernel it has no bool form of (`median_cpu`, `kthvalue_cpu`)."""
     if dt == np.bool_ or dt is _dtype.bool_:
-        raise NotImplementedError(f'"{name}" not implemented for \'Bool\'')
+        raise not_implemented_for(name, "Bool")
 
 
 def _median_all_meta(a):

@@ -20,6 +20,7 @@ from ._util import (
     HALF,
     binary_meta,
     float_np,
+    not_implemented_for,
     operand_order,
     rand_array,
     refuse_dtypes,
@@ -48,19 +49,17 @@ def _no_half(cpu_name: str, meta, kernel) -> dict:
     def checked_meta(*args):
         spec = meta(*args)
         if spec.dtype in (_dtype.float16, _dtype.bfloat16) or spec.dtype.is_complex:
-            raise NotImplementedError(
-                f"\"{cpu_name}_cpu\" not implemented for '{spec.dtype.legacy}'")
+            raise not_implemented_for(f"{cpu_name}_cpu", spec.dtype)
         return spec
 
     def checked_kernel(*args):
         if any(x.__class__ is complex or getattr(x, "dtype", None) is not None and
                x.dtype.kind == "c" for x in args):  # no complex kernel either
             dt = _dtype.result_type(*args)
-            raise NotImplementedError(f"\"{cpu_name}_cpu\" not implemented for '{dt.legacy}'")
+            raise not_implemented_for(f"{cpu_name}_cpu", dt)
         out = kernel(*args)
         if out.dtype in HALF:
-            raise NotImplementedError(
-                f"\"{cpu_name}_cpu\" not implemented for '{_dtype.FROM_NP[out.dtype].legacy}'")
+            raise not_implemented_for(f"{cpu_name}_cpu", out.dtype)
         return out
 
     return {"meta": checked_meta, "kernel": checked_kernel}

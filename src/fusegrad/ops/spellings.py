@@ -35,7 +35,7 @@ logical_not bitwise_not square round nan_to_num atan2 floor_divide remainder fmo
 lerp addcmul addcdiv logical_and logical_or logical_xor bitwise_and bitwise_or bitwise_xor
 arcsin arccos arctan arcsinh arccosh arctanh arctan2 fix amin max min argmax argmin
 prod var std logsumexp cumsum cumprod cummax cummin all any median mode
-kthvalue topk msort flatten unflatten broadcast_to repeat tile split chunk
+kthvalue msort flatten unflatten broadcast_to repeat tile split chunk
 unsafe_split unsafe_chunk transpose_ tensor_split flip fliplr flipud roll tril triu diagonal
 diag_embed diag trace index_select gather take_along_dim scatter scatter_add index_add
 masked_fill masked_select nonzero argwhere index_put outer addmm baddbmm addmv bincount isclose
@@ -213,6 +213,7 @@ METHODS: dict[str, tuple[str, ...]] = {
     "index_add_": ("method", "_functions.methods._index_add_"),
     "index_put_": ("method", "_functions.methods._index_put_"),
     "unique": ("method", "_functions.methods._unique"),
+    "topk": ("method", "_functions.methods._topk"),  # (PyTorch's parser on its arguments)
     "polygamma": ("method", "_functions.methods._polygamma"),
     "xlogy_": ("method", "_functions.math_extra.xlogy_"),
     "copysign_": ("method", "_functions.math_extra.copysign_"),

@@ -18,7 +18,18 @@ import numpy as np
 from .. import _dtype
 from .._dispatch import call
 from . import _onnx as _ox
-from ._util import F32, HALF, Spec, c_contiguous, cj, dtype_of, rand_array, refuse_dtypes, wrap_dim
+from ._util import (
+    F32,
+    HALF,
+    Spec,
+    c_contiguous,
+    cj,
+    dtype_of,
+    not_implemented_for,
+    rand_array,
+    refuse_dtypes,
+    wrap_dim,
+)
 from .norms import norm_backward, vector_norm
 from .reductions import (
     _reduce_shape,
@@ -193,8 +204,7 @@ def _logcumsumexp_check(a, dim) -> int:
     d = wrap_dim(dim, len(a.shape))
     dt = a.dtype if hasattr(a.dtype, "category") else _dtype.FROM_NP[a.dtype]
     if dt.category < _dtype.FLOAT:  # PyTorch has no integer (or bool) kernel
-        raise NotImplementedError(
-            f"\"logcumsumexp_out_cpu\" not implemented for '{dt.legacy}'")
+        raise not_implemented_for("logcumsumexp_out_cpu", dt)
     return d
 
 
@@ -244,8 +254,7 @@ logcumsumexp = register(
 
 def _histc_kernel(a, bins=100, lo=0, hi=0):
     if a.dtype.kind not in "fV":  # floating dtypes only (bfloat16's NumPy kind is "V")
-        raise NotImplementedError(f'"histogram_cpu" not implemented for '
-                                  f"'{_dtype.from_numpy_dtype(a.dtype).legacy}'")
+        raise not_implemented_for("histogram_cpu", a.dtype)
     if bins <= 0:
         raise RuntimeError(f"torch.histogram(): bins must be > 0, but got {bins} for "
                            "dimension 0")
@@ -368,8 +377,7 @@ def _cdist_check(x1, x2, p):
 def _no_half_kernel(name: str, a) -> None:
     """PyTorch's CPU cdist and pdist kernels exist for float32 and float64 only."""
     if a.dtype in HALF:
-        raise NotImplementedError(
-            f'"{name}" not implemented for \'{_dtype.FROM_NP[a.dtype].legacy}\'')
+        raise not_implemented_for(name, a.dtype)
 
 
 def _cdist_kernel(x1, x2, p, compute_mode=None):

@@ -22,6 +22,7 @@ from ._util import (
     cj,
     dtype_of,
     half_formula,
+    not_implemented_for,
     numpy_backward,
     rand_array,
     refuse_dtypes,
@@ -142,7 +143,7 @@ sigmoid_backward = register(
     saved_names=("grad_output", "output"))
 def _abs_meta(a):
     if a.dtype is _dtype.bool_:
-        raise NotImplementedError("\"abs_cpu\" not implemented for 'Bool'")
+        raise not_implemented_for("abs_cpu", "Bool")
     return Spec(tuple(a.shape), a.dtype.to_real())  # |complex| is real
 
 
@@ -151,7 +152,7 @@ _abs_base = unary_kernel(np.abs, to_float=False)
 
 def _abs_kernel(a):
     if a.dtype.kind == "b":  # PyTorch has no bool kernel (NumPy's abs passes bools)
-        raise NotImplementedError("\"abs_cpu\" not implemented for 'Bool'")
+        raise not_implemented_for("abs_cpu", "Bool")
     return _abs_base(a)
 
 
@@ -490,7 +491,7 @@ def _not_for(kernel: str, a, kinds: str) -> None:
     """PyTorch's error for a rounding of a dtype its CPU kernel `kernel` has no code for."""
     d = dtype_of(a)
     if np.dtype(d.np).kind in kinds:
-        raise NotImplementedError(f'"{kernel}" not implemented for \'{d.legacy}\'')
+        raise not_implemented_for(kernel, d)
 
 
 def _rounding(name, ufunc, node, onnx=None):
@@ -559,14 +560,13 @@ round_decimals_ = inplace_variant(round_decimals, "round_.decimals")
 
 def _frac_kernel(a):
     if a.dtype.kind in "biuc":
-        raise NotImplementedError(
-            f"\"frac_cpu\" not implemented for '{_dtype.FROM_NP[a.dtype].legacy}'")
+        raise not_implemented_for("frac_cpu", a.dtype)
     return a - np.trunc(a)
 
 
 def _frac_meta(a):
     if a.dtype.category != _dtype.FLOAT:
-        raise NotImplementedError(f"\"frac_cpu\" not implemented for '{a.dtype.legacy}'")
+        raise not_implemented_for("frac_cpu", a.dtype)
     return unary_meta(to_float=False)(a)
 
 

@@ -28,6 +28,7 @@ from ._util import (
     format_strides,
     input_format,
     is_format_contiguous,
+    not_implemented_for,
     rand_array,
     size_str,
 )
@@ -308,14 +309,13 @@ def _check_dtype(x, kind: str, k: int) -> None:
     if name == "Byte" and k == 2:  # bilinear and bicubic, in fixed point
         return
     if kind.endswith("_aa"):
-        raise NotImplementedError(
-            f'"compute_index_ranges_weights" not implemented for \'{name}\'')
+        raise not_implemented_for("compute_index_ranges_weights", name)
     if k == 2 and kind != "cubic":
         kernel = f"upsample_{'nearest' if kind in ('nearest', 'exact') else 'bilinear'}2d" \
                  "_channels_last"
     else:
         kernel = f"compute_indices_weights_{'nearest' if kind == 'exact' else kind}"
-    raise NotImplementedError(f'"{kernel}" not implemented for \'{name}\'')
+    raise not_implemented_for(kernel, name)
 
 
 # ---------------------------------------------------------------- kernels
