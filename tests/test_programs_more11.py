@@ -1251,14 +1251,11 @@ _TORCH_BREAKS = {
 # is in the reason. Where it breaks instead, the values are still right
 # (test_compiled_matches_eager): the break only costs the graph.
 _FUNC_GAP = (
-    "a torch.func transform called in compiled code is traced into (fusegrad's vmap runs its "
-    "function once per example, grad through a Level of its own) instead of being captured as "
-    "one higher-order op: fg.compile(fg.func.vmap(lambda x: x.sin() * 2), backend='eager')"
-    "(fg.randn(3, 2)) takes 8 graph breaks and captures no graph ('call to VmapFrame', "
-    "'argument of type DictVariable in a graph call', '_stack_outputs on fake tensors'), "
-    "fg.compile(fg.func.grad(lambda x: x.sin().sum()), backend='eager')(fg.randn(3)) 2 ('call "
-    "to Level', and next() of a generator in a context manager's __exit__); torch captures "
-    "each whole")
+    "torch.func.grad (and jacrev) called in compiled code is traced into (through a Level of "
+    "fusegrad's own) instead of being captured as one higher-order op: "
+    "fg.compile(fg.func.grad(lambda x: x.sin().sum()), backend='eager')(fg.randn(3)) breaks at "
+    "'call to Level' and captures no graph, and a vmap over it breaks at the same call; "
+    "torch captures each whole")
 _PACKED_GAP = (
     "after the recurrent layer torch gives up on the rest of the forward ('Attempted to wrap "
     "RNN, GRU, or LSTM' runs it eagerly), so pad_packed_sequence costs it no break; fusegrad "
@@ -1270,7 +1267,6 @@ _PACKED_GAP = (
     "as a plain tuple), as torch does ('marked as skipped')")
 _CAPTURE_GAPS = {
     "per_sample_grads_func": _FUNC_GAP,
-    "ensemble_stack_vmap": _FUNC_GAP,
     "jacrev_regularised_mlp": _FUNC_GAP,
     "lstm_packed_classifier": _PACKED_GAP,
     "gru_packed_lm": _PACKED_GAP,

@@ -1185,18 +1185,6 @@ _TORCH_BREAKS = {
 # Programs where fusegrad breaks the graph more often than torch does, with each gap's minimal
 # repro.
 _CAPTURE_GAPS = {
-    "coteaching_small_loss": (
-        "int() of a float argument that changed between calls breaks the graph: def f(x, r): "
-        "return x[:int((1 - r) * x.shape[0])].sum(); g = fg.compile(f, backend='eager'); "
-        "g(fg.arange(8.0), r) for r in (0.0, 0.125, 0.25) breaks once ('a conversion of a "
-        "dynamic float needs its value'); torch captures every call whole (two graphs)"),
-    "sync_batchnorm_converted": (
-        "after a graph break inside a loop the frame runs eagerly for good, even when a later "
-        "call could be captured whole: m = nn.Sequential(nn.Linear(2, 2), nn.BatchNorm1d(2, "
-        "momentum=None), nn.Linear(2, 2)); g = fg.compile(m, backend='eager'); "
-        "g(fg.arange(8.0).reshape(4, 2)) breaks at the running average's item() (as torch "
-        "does); then m.eval(); g(x) under no_grad captures no graph, where torch recompiles "
-        "for eval mode and captures it whole (one graph)"),
 }
 
 # (a program whose compiled run fails cannot have its graph breaks counted)

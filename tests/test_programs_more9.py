@@ -1980,6 +1980,13 @@ _RUNS = [(p, b) for p in COMPILED for b in ("eager", "aot_eager", "inductor")]
 # instead (the values are still compared); each gap's minimal repro. When a gap closes its
 # test fails here, to be taken off the list.
 _AOT_GAPS: dict = {
+    "cond_and_export":
+        "a cond whose branches read different lifted parameters is not traced (eager gives "
+        "the parameters of the branch not taken no gradient, a select would give zeros): "
+        "lin1, lin2 = nn.Linear(2, 2), nn.Linear(2, 2); f = lambda x: fg.cond(x.sum() > 0, "
+        "lambda x: lin1(x), lambda x: lin2(x), (x,)); fg.compile(f, backend='aot_eager')"
+        "(fg.ones(2)) runs its graph as FX code ('the branches' results depend on different "
+        "operands')",
 }
 
 
@@ -2004,11 +2011,6 @@ def test_compiled_matches_eager(prog, backend):
 # Where it breaks instead, the values are still right (test_compiled_matches_eager): the break
 # only costs the graph. Each gap's minimal repro is in the reason.
 _CAPTURE_GAPS = {
-    "cond_and_export":
-        "torch.cond with a tensor predicate is run as Python (bool(pred)), which breaks the "
-        "graph: fg._dynamo.explain(lambda x: fg.cond(x.sum() > 0, lambda x: x + 1, "
-        "lambda x: x - 1, (x,)))(fg.ones(2)) has a graph break ('data-dependent operation: "
-        "bool() needs the values of a FakeTensor'); torch captures one graph with a cond node",
 }
 _NO_BREAK = [pytest.param(p, marks=pytest.mark.xfail(strict=True, reason=_CAPTURE_GAPS[p.__name__]))
              if p.__name__ in _CAPTURE_GAPS else p for p in COMPILED]

@@ -180,6 +180,10 @@ class CompiledFunction:
         self._runner = None
         self._eager_reason = ", ".join(sorted(unsupported_opcodes(fn.__code__)))
         self._eager_report = None
+        # A function compiled as it is (`compile(Block.forward)`, called with each instance):
+        # a module passed as its first argument is followed by type from the first capture
+        # (`FrameRunner.self_by_type`), so one graph serves every instance, as Dynamo's.
+        self._self_by_type = False
         functools.update_wrapper(self, fn)
 
     def with_function(self, fn) -> CompiledFunction:
@@ -216,6 +220,7 @@ class CompiledFunction:
     def _new_runner(self, backend) -> FrameRunner:
         runner = FrameRunner(self._orig, backend, config, self._fullgraph, self._dynamic,
                              self._recompile_limit)
+        runner.self_by_type = self._self_by_type
         _RUNNERS.add(runner)
         return runner
 
@@ -351,18 +356,39 @@ def _compiled_callable(fn, backend, fullgraph, dynamic, recompile_limit):
     back around it; anything else (a builtin) unchanged, since it has no bytecode."""
     if isinstance(fn, types.MethodType):
         inner = _compiled_callable(fn.__func__, backend, fullgraph, dynamic, recompile_limit)
+        if isinstance(inner, CompiledFunction):
+            inner._self_by_type = False  # (bound to its one instance)
         return functools.partial(inner, fn.__self__)
     if isinstance(fn, functools.partial):
         inner = _compiled_callable(fn.func, backend, fullgraph, dynamic, recompile_limit)
         return functools.partial(inner, *fn.args, **fn.keywords)
     if isinstance(fn, types.FunctionType):
-        return CompiledFunction(fn, backend, fullgraph, dynamic, recompile_limit)
+        from .capture.vmap import is_vmap_wrapper
+
+        if is_vmap_wrapper(fn):
+            fn = _calling(fn)  # (captured as a call: `capture/vmap.py`)
+        compiled = CompiledFunction(fn, backend, fullgraph, dynamic, recompile_limit)
+        compiled._self_by_type = True
+        return compiled
     call = next((c.__dict__["__call__"] for c in type(fn).__mro__ if "__call__" in c.__dict__),
                 None)
     if isinstance(call, types.FunctionType):
         inner = CompiledFunction(call, backend, fullgraph, dynamic, recompile_limit)
         return functools.partial(inner, fn)
     return fn
+
+
+def _calling(wrapper):
+    """A function calling `wrapper` (what `func.vmap(fn)` returns), so that capture sees
+    the call to it, which it records as a whole (Dynamo's frame for `compile(vmap(fn))`
+    is the transform's call too)."""
+    def vmapped(*args, **kwargs):
+        return wrapper(*args, **kwargs)
+
+    vmapped.__name__ = getattr(wrapper, "__name__", "vmapped")
+    vmapped.__qualname__ = getattr(wrapper, "__qualname__", "vmapped")
+    vmapped.__doc__ = wrapper.__doc__
+    return vmapped
 
 
 _default_backend = "inductor"
@@ -414,7 +440,10 @@ def _module_class():
 
 
 def disable(fn=None, recursive: bool = True):
-    """Never capture `fn`: calls to it run eagerly (a graph break where it is called)."""
+    """Never capture `fn`: calls to it run eagerly (a graph break where it is called). With
+    `recursive=False` only `fn`'s own frame is left uncaptured: the functions and modules it
+    calls from compiled code are captured on their own frames, as PyTorch's frame hook
+    still sees them."""
     if fn is None:
         return lambda f: disable(f, recursive)
 
@@ -423,6 +452,7 @@ def disable(fn=None, recursive: bool = True):
         return fn(*args, **kwargs)
 
     eager._fusegrad_disabled = True
+    eager._fusegrad_disabled_recursive = bool(recursive)
     return eager
 
 

@@ -524,6 +524,29 @@ class GraphBuilder:
             self.symbol_values[source] = value
         return ConstantVariable(sym)
 
+    def derived_int(self, value: int, source: str):
+        """A size computed from dynamic floats (`int((1 - r) * n)` of a float input `r`): an
+        integer input of the graph that the segment computes from `source` on every call,
+        a new symbol while translating (PyTorch keeps `sym_int` of the float in its graph).
+        The symbol's range guard (`2 <= source`) keeps the values 0 and 1 (and negatives)
+        out, as for sizes; `source` fails the guards where it raises (a NaN's `int`)."""
+        for p in self.symbol_nodes.values():
+            if p.meta.get("source") == source and p.meta["example_value"].hint == value:
+                return p.meta["example_value"]
+        sym, new = self.shape_env.symbol(source, value, self.duck_sizing)
+        if new:
+            first = next((n for n in self.graph.nodes if n.op != "placeholder"), None)
+            if first is not None:
+                with self.graph.inserting_before(first):
+                    p = self.graph.placeholder(sym.expr)
+            else:
+                p = self.graph.placeholder(sym.expr)
+            p.meta.update(example_value=sym, source=source, symbol=True)
+            self.created.append(p)
+            self.symbol_nodes[sym.expr] = p
+            self.symbol_values[source] = value
+        return sym
+
     def _float_input(self, value: float, source: str) -> ConstantVariable:
         """A float read from the frame that changed between captures: a float input of the
         graph (a placeholder named after its source), a SymFloat while translating."""

@@ -59,7 +59,7 @@ from .exceptions import (
 )
 from .foreach import call_foreach, is_foreach
 from .functional_call import call_functional, is_functional_call
-from .guards import _is_plain_data, array_tensor
+from .guards import SameCode, _is_plain_data, array_tensor
 from .objects import (
     FOLLOWED_PACKAGES,
     _call_layer,
@@ -130,6 +130,7 @@ from .variables import (
     ignored_region_exit,
     is_plain_namedtuple,
 )
+from .vmap import call_vmap, is_vmap_wrapper
 
 MAX_INLINE_DEPTH = 32
 # Helpers of layers and ops, and the shape arithmetic below Tensor (`wrap_dim`).
@@ -401,6 +402,8 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
         message = _graph_break_message(args, kwargs)
         raise Unsupported("graph_break() called" + (f": {message}" if message else ""),
                           reason=reasons.graph_break(message))
+    if is_vmap_wrapper(f):  # `func.vmap(fn)(...)`: each example inlined (vmap.py)
+        return call_vmap(tr, f, list(args), dict(kwargs))
     if f in COMPILE_TIME_ANSWERS and not args and not kwargs:  # is_compiling()
         return ConstantVariable(COMPILE_TIME_ANSWERS[f])
     if getattr(f, "_fusegrad_constant_result", False):  # assume_constant_result
@@ -1339,7 +1342,7 @@ def _call_module(tr, fn: Variable, args, kwargs, real=None, plain: bool = False)
     if src is not None:  # hooks added or forward replaced later change what the call does
         guards = tr.builder.guards
         if pre or post:
-            hooks = ", ".join(guards.ref(h, "fn") for _, h in (*pre, *post))
+            hooks = ", ".join(guards.ref(hook_key(h), "fn") for _, h in (*pre, *post))
             guards.add(f"___module_hooks_are({src}, {guards.ref(func)}, {func is not forward}, "
                        f"{len(pre)}, ({hooks},), {flags!r})")
         else:
@@ -1482,6 +1485,16 @@ def _hook_flags(d: dict) -> tuple:
             _positions(post, d.get("_forward_hooks_always_called") or ()))
 
 
+def hook_key(hook):
+    """What a module's hook is guarded as: a function without closure cells or defaults by
+    its code and globals (`SameCode`: a new lambda per instance, `lambda m, a, o: o + 1`,
+    does the same; Dynamo guards a hook's code), anything else by identity."""
+    if isinstance(hook, types.FunctionType) and hook.__closure__ is None and \
+            hook.__defaults__ is None and hook.__kwdefaults__ is None:
+        return SameCode(hook.__code__, hook.__globals__)
+    return hook
+
+
 def _hook_variable(tr, hook, source: str) -> Variable:
     """The variable of a module's hook: an instance of a plain class (a pruning method, a
     user's callable object) is followed, its `__call__` inlined with its attributes read
@@ -1525,6 +1538,10 @@ def _evaluate(tr, f, args, kwargs) -> Variable:
         # floats' values for this call only (guarded), as a size's `__array__` gives.
         values, kw = specialize_all(values), {k: specialize_all(v) for k, v in kw.items()}
         dynamic = False
+    if f is int and len(values) == 1 and not kw and isinstance(values[0], SymFloat):
+        # `int()` insists on a true int from `__int__`: the float's integer symbol is
+        # asked for directly (`math.trunc` and `round` pass a SymInt through).
+        return tr.from_python(values[0].__int__())
     try:
         return tr.from_python(f(*values, **kw))
     except Unsupported:  # a dynamic value that needs its value (`int(v)`): a graph break,
@@ -2697,6 +2714,13 @@ def _captured_callee(wrap, f, values: list) -> tuple:
     breaks reported); anything else as it is. A module with hooks runs its `__call__` (the
     hooks, then an uncaptured forward), as `compile(module)` does; one without runs
     fusegrad's `Module.__call__` uncaptured around its captured forward (eager's frames)."""
+    shallow = _shallow_disabled(getattr(f, "__func__", f))
+    if shallow is not None:
+        # `disable(fn, recursive=False)`: its frame runs uncaptured, what it calls is
+        # captured (its bytecode run for real, the calls it makes through `wrap`).
+        if isinstance(f, types.MethodType):
+            values = [f.__self__] + values
+        return functools.partial(run_library_frame, shallow, wrap), values
     if getattr(f, "_fusegrad_disabled", False) or \
             getattr(getattr(f, "__func__", f), "__module__", None) in _UNCAPTURED_MODULES:
         return f, values
@@ -2718,10 +2742,22 @@ def _captured_callee(wrap, f, values: list) -> tuple:
     return f, values
 
 
+def _shallow_disabled(f):
+    """The Python function `compiler.disable(fn, recursive=False)` wrapper `f` stands for
+    (None for anything else, or a function without bytecode to run)."""
+    if not getattr(f, "_fusegrad_disabled", False) or \
+            getattr(f, "_fusegrad_disabled_recursive", True):
+        return None
+    inner = getattr(f, "__wrapped__", None)
+    if not isinstance(inner, types.FunctionType) or unsupported_opcodes(inner.__code__):
+        return None  # (its bytecode cannot be run instruction by instruction: natively)
+    return inner
+
+
 # Standard library modules whose functions run as they are when called for real (a deep
-# copy, `dataclasses.asdict` over tensors), their frames not captured, as Dynamo skips the
-# frames of these files.
-_UNCAPTURED_MODULES = frozenset({"copy", "dataclasses", "inspect"})
+# copy, `dataclasses.asdict` over tensors, a context manager's `__exit__` after its block
+# ran eagerly), their frames not captured, as Dynamo skips the frames of these files.
+_UNCAPTURED_MODULES = frozenset({"copy", "dataclasses", "inspect", "contextlib"})
 
 
 def _callee(wrap, f):

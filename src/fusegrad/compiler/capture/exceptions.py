@@ -90,6 +90,7 @@ def catch_warnings_break(tr) -> Unsupported:
     (`segments.py`), as Dynamo gives up at the skipped `catch_warnings`; with no op captured
     before it, so does the whole frame."""
     error = Unsupported("a with block over warnings.catch_warnings()")
+    error.warnings_block = True
     if tr.parent is None and not any(
             n.op not in ("placeholder", "output") for n in tr.builder.graph.nodes):
         error.rest_eager = "at the block's entry"
@@ -340,12 +341,31 @@ class ExceptionOpcodes:
         self.raise_exception(exc)
 
     def BEFORE_WITH(self, inst):  # noqa: N802
-        cm = self.pop()
         if self.concrete:
-            value = cm.value
+            value = self.pop().value
             self.push(ConstantVariable(type(value).__exit__.__get__(value)))
             self.push(ConstantVariable(type(value).__enter__(value)))
             return
+        cm = self.pop()
+        try:
+            self._enter_with(cm)
+        except Unsupported as e:
+            # A block whose entry breaks (a context capture does not understand, a class's
+            # `__enter__` that breaks): Dynamo cannot resume inside such a block and runs
+            # the frame from its resume point eagerly, block and all, counting no break;
+            # so does the compiled frame (not an inlined one: its caller breaks at the
+            # call, and the callee is a frame of its own). `catch_warnings` keeps its own
+            # rule (`catch_warnings_break`), and a `@contextmanager` generator that breaks
+            # before its `yield` is entered for real at the `with`, the block captured
+            # after it (the generator's state is the context's, not the frame's).
+            if self.parent is None and not getattr(e, "warnings_block", False) and \
+                    not isinstance(cm, GeneratorContextVariable):
+                e.rest_eager = "at a with block's entry"
+                e.skips_frame = True
+            raise
+
+    def _enter_with(self, cm) -> None:
+        """BEFORE_WITH of context manager `cm` (popped) while translating."""
         from ..._thread_state import local
         from ...autograd.grad_mode import _NoParamContext
 

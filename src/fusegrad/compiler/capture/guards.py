@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import operator
+import types
 
 import numpy as np
 
@@ -315,7 +316,7 @@ def _module_hooks_are(module, forward, bound: bool, n_pre: int, hooks: tuple,
         return False
     pre, post = d.get("_forward_pre_hooks") or {}, d.get("_forward_hooks") or {}
     if len(pre) != n_pre or len(pre) + len(post) != len(hooks) or \
-            any(a is not b for a, b in zip((*pre.values(), *post.values()), hooks)):
+            not all(_same_hook(a, b) for a, b in zip((*pre.values(), *post.values()), hooks)):
         return False
     if _flag_positions(pre, d.get("_forward_pre_hooks_with_kwargs")) != flags[0] or \
             _flag_positions(post, d.get("_forward_hooks_with_kwargs")) != flags[1] or \
@@ -324,6 +325,27 @@ def _module_hooks_are(module, forward, bound: bool, n_pre: int, hooks: tuple,
     if bound:
         return "forward" not in d and type(module).forward is forward
     return d.get("forward") is forward
+
+
+class SameCode:
+    """A hook guarded by its code and globals rather than its identity (a function without
+    closure cells or defaults: what it does is its code)."""
+
+    __slots__ = ("code", "globals")
+
+    def __init__(self, code, f_globals: dict):
+        self.code = code
+        self.globals = f_globals
+
+    def matches(self, f) -> bool:
+        """Whether function `f` runs this code over these globals, with nothing else."""
+        return type(f) is types.FunctionType and f.__code__ is self.code and \
+            f.__globals__ is self.globals and f.__closure__ is None and \
+            f.__defaults__ is None and f.__kwdefaults__ is None
+
+
+def _same_hook(a, b) -> bool:
+    return a is b or type(b) is SameCode and b.matches(a)
 
 
 def _flag_positions(hooks: dict, flagged) -> tuple:

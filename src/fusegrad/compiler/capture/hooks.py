@@ -96,11 +96,14 @@ def _plain_parts(f: types.FunctionType) -> bool:
     return all(type(v) in _PLAIN for v in (*cells, *(f.__defaults__ or ()), *kw))
 
 
-def speculate_call(tr, fn: Variable, args: list, what: str, grad_mode: bool) -> Variable:
+def speculate_call(tr, fn: Variable, args: list, what: str, grad_mode: bool,
+                   inspect=None) -> Variable:
     """Translate `fn(*args)` under `grad_mode`, check it had no effect outside itself (an
     assignment or append outside it, a write into a tensor from outside, a graph break),
     and erase what it recorded; returns its result variable (its tensors' nodes erased,
-    their examples kept). `Unsupported`, naming `what`, otherwise."""
+    their examples kept). `Unsupported`, naming `what`, otherwise. `inspect(mark,
+    returned)`, if given, sees the recorded nodes (`builder.created[mark:]`) before they
+    are erased."""
     from .calls import effect_since, inline, inline_nested, speculation
 
     builder = tr.builder
@@ -116,6 +119,8 @@ def speculate_call(tr, fn: Variable, args: list, what: str, grad_mode: bool) -> 
                 raise Unsupported("a side effect (an assignment or an append outside it)")
             if effect == "writes":
                 raise Unsupported("a write into a tensor from outside it")
+            if inspect is not None:
+                inspect(mark, returned)
             return returned
     except Unsupported as e:
         raise Unsupported(f"{what}: {e}") from None

@@ -118,6 +118,8 @@ class Segment:
     # The frame's autocast regions open where the segment starts (a resume point inside
     # `with autocast()` blocks): its code leaves them before the graph, which enters them.
     regions: int = 0
+    # An eager rest after a break in a loop, guarded (`FrameRunner._loop_break_guarded`).
+    loop_guarded: bool = False
 
 
 # The code of functions called for real after a graph break and captured on their own
@@ -163,6 +165,10 @@ class FrameRunner:
         self.varied_modules: set = set()
         self._self_source = f"L[{self.code.co_varnames[0]!r}]" if self.code.co_argcount \
             else None
+        # Set for a function compiled as it is (`compile(Block.forward)`): a module that is
+        # its first argument, and of a class whose method it is, is followed by type from
+        # the first capture (it is called with each instance).
+        self.self_by_type = False
 
     @property
     def limit(self) -> int:
@@ -179,8 +185,8 @@ class FrameRunner:
         A frame that only ever sees one module keeps its identity guard. The `self` of a
         module's method called for real after a graph break (each layer of a model calls
         it) is followed from the first capture."""
-        if source == self._self_source and self.code in _CALLEE_CODES and \
-                getattr(type(module), self.code.co_name, None) is self.fn:
+        if source == self._self_source and (self.code in _CALLEE_CODES or self.self_by_type) \
+                and getattr(type(module), self.code.co_name, None) is self.fn:
             self.varied_modules.add(source)
         if source in self.varied_modules or any(
                 source.startswith((s + ".", s + "[")) for s in self.varied_modules):
@@ -500,14 +506,23 @@ class FrameRunner:
                 text = getattr(e, "reason", None) or str(e)  # (PyTorch's words, if any)
                 reason = f"{text} ({where}: the rest of the frame runs eagerly)" if where \
                     else text
+                inner = _inlined_frames(tr, e)
                 record = logs.graph_break(reason, self.code, line, fallback=where is not None,
-                                          inner=_inlined_frames(tr, e))
+                                          inner=inner)
                 if where is not None:
                     # Dynamo gives up on a frame whose loop breaks (none of its graphs, no
                     # break counted): `explain` counts this fallback as it does.
-                    record.in_loop = where == "inside a loop"
+                    record.in_loop = where == "inside a loop" or \
+                        getattr(e, "skips_frame", False)
                     self.history.append(("break", record))
-                    return Segment(start, "eager", reason=str(e), line=line)
+                    seg = Segment(start, "eager", reason=str(e), line=line)
+                    if where == "inside a loop" and self._loop_break_guarded(start, L, inner):
+                        # (guarded by what the translation read before the break: a call
+                        # that fails them, `m.eval()`, is translated afresh)
+                        seg.guards = builder.guards_with_sizes()
+                        seg.check = seg.guards.compile()
+                        seg.loop_guarded = True
+                    return seg
                 seg = Segment(start, "break", offset=inst.offset, kw_names=before_kw,
                               reason=str(e), line=line)
                 outputs = _Outputs(builder)
@@ -567,6 +582,22 @@ class FrameRunner:
         self.history.append(("break", logs.graph_break(
             f"{why} (the segment runs eagerly)", self.code, line, fallback=True)))
         return Segment(start, "eager", reason=str(why), line=line)
+
+    def _loop_break_guarded(self, start: int, L: dict, inner: tuple) -> bool:
+        """Whether the eager rest of a frame whose loop broke at `start` holds only while
+        what its translation read holds. Dynamo skips a frame whose own loop breaks for good,
+        but a break inside a call the loop makes (a layer's `item()` in a `Sequential`'s
+        loop) is a break at that call in the caller (a module's `__call__`, which Dynamo
+        compiles for `compile(module)`), whose guards recompile it when they fail: after
+        `m.eval()` the same frame is captured whole. A second such break at one start
+        offset runs the frame eagerly for good (no recompile per call)."""
+        first = self.code.co_varnames[0] if self.code.co_argcount else None
+        from ...nn import Module
+
+        module_forward = self.code.co_name == "forward" and isinstance(L.get(first), Module)
+        if not (inner or module_forward):
+            return False
+        return not any(seg.loop_guarded for seg in self.segments.get(start, ()))
 
     def _in_loop(self, offset: int) -> bool:
         return any(target <= offset <= jump for target, jump in self.loops)

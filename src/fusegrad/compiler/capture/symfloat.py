@@ -12,8 +12,12 @@ inputs (`(L['s'] * 2.0)`), with its *hint*, the value of this call.
 - A decision (a comparison, `bool`, `max(v, 1.0)`) reads the hint and records the outcome
   as a guard over sources (`not (S[0] > 100)`), so a value that decides otherwise
   recompiles; NaN is handled as Python does (`not (a > b)` is not `a <= b`).
-- A conversion that needs the value (`int(v)`, `round(v)`, `math.sqrt(v)`) is a graph
-  break: it runs for real, and its result is an input of the next graph (dynamic in turn).
+- `int(v)` (`math.trunc`, `floor`, `ceil`, `round(v)`) is an integer symbol the segment
+  computes from the floats' sources per call (`int(((1 - L['r']) * 8))`, an integer input
+  of the graph, as PyTorch's `sym_int`), so a size cut by a dynamic rate stays one graph;
+  values below 2 specialise, as sizes 0 and 1 do. Another conversion that needs the value
+  (`round(v, 2)`, `float(v)`) is a graph break: it runs for real, and its result is an
+  input of the next graph (dynamic in turn).
 - Text (`f"{v:.4f}"`, `str(v)`, `repr(v)`) stays a `SymText`, formatted where the frame
   state is rebuilt after the graph (`print(f"loss {v}")` at a break prints this call's
   value); anything else that reads the text specialises.
@@ -250,33 +254,57 @@ class SymFloat:
         return hash(self.specialize())  # a missed lookup compares nothing: no other guard
 
     def _needs_value(self, convert, *args):
-        # `int(v)`, `round(v)`: a graph break, and the result (on the stack or in a local
-        # after it) is an input of the next graph, dynamic once it changes. Specialising
-        # instead would recompile for every value. A value of sizes alone (`int(s * 0.5)`)
-        # specialises, as sizes do.
+        # `round(v, 2)`, `float(v)`: a graph break, and the result (on the stack or in a
+        # local after it) is an input of the next graph, dynamic once it changes.
+        # Specialising instead would recompile for every value. A value of sizes alone
+        # (`int(s * 0.5)`) specialises, as sizes do.
         from .variables import Unsupported
 
         if self.leaves() or self.unbacked():
             raise Unsupported("a conversion of a dynamic float needs its value")
         return convert(self.specialize(), *args)
 
+    def _to_int(self, convert, spelling: str):
+        """`int(v)` (`math.trunc`, `floor`, `ceil`, `round(v)`) of an expression over float
+        inputs: an integer the segment computes from the floats' sources on every call
+        (`int(((1 - L['r']) * 8))`), a symbol of the graph, so the float stays dynamic (as
+        PyTorch's `sym_int`). Values below 2 are specialised (guarded equal), as sizes 0 and
+        1 are; a value the conversion refuses (NaN, inf) breaks, and eager raises."""
+        from .variables import Unsupported
+
+        if self.unbacked() or not self.leaves():
+            return self._needs_value(convert)
+        try:
+            value = convert(self.hint)
+        except (ValueError, OverflowError):
+            raise Unsupported("a conversion of a dynamic float needs its value") from None
+        text = f"{spelling}({self.text})"
+        if spelling.startswith("math."):
+            self.builder.guards.values.setdefault("math", math)
+        if value < 2:
+            self.builder.guards.add(f"{text} == {value!r}")
+            return value
+        return self.builder.derived_int(value, text)
+
     def __int__(self):
-        return self._needs_value(int)
+        return self._to_int(int, "int")
 
     def __trunc__(self):
-        return self._needs_value(math.trunc)
+        return self._to_int(math.trunc, "int")
 
     def __float__(self):
         return self._needs_value(float)
 
     def __round__(self, *ndigits):
-        return self._needs_value(round, *ndigits)
+        if ndigits and ndigits[0] is not None:
+            return self._needs_value(round, *ndigits)
+        return self._to_int(round, "round")
 
     def __floor__(self):
-        return self._needs_value(math.floor)
+        return self._to_int(math.floor, "math.floor")
 
     def __ceil__(self):
-        return self._needs_value(math.ceil)
+        return self._to_int(math.ceil, "math.ceil")
 
     def __format__(self, spec: str) -> str:
         return format(self.specialize(), spec)
