@@ -70,6 +70,19 @@ def placeholder_name(source: str) -> str:
     return re.sub(r"[^0-9a-zA-Z]+", "_", source)
 
 
+def _unique_name(graph, name: str) -> str:
+    """`name`, or `name` with the first free suffix `_1`, `_2`, ... where another input
+    already has it: sources that spell alike once stripped (`linears[-1]` and
+    `linears[1]`) are two inputs, and two parameters of one name do not compile."""
+    taken = {n.target for n in graph.nodes if n.op == "placeholder"}
+    if name not in taken:
+        return name
+    k = 1
+    while f"{name}_{k}" in taken:
+        k += 1
+    return f"{name}_{k}"
+
+
 _NOTHING = object()
 # What may read an object's `__dict__` without naming it: its views, iterators and proxies.
 _TABLE_VIEWS = frozenset(type(w) for w in (
@@ -449,7 +462,7 @@ class GraphBuilder:
             self._refuse_aliasing(value)
         dims = self.dynamic_dims(source, value) if self.dynamic_dims is not None else ()
         self.guards.tensor(source, value, dims)
-        name = placeholder_name(source)
+        name = _unique_name(self.graph, placeholder_name(source))
         # Parameters and buffers come first, then other inputs in first-use order (as Dynamo).
         is_param = "._parameters[" in source or "._buffers[" in source
         first = next(iter(n for n in self.graph.nodes if n.op != "placeholder" or (
@@ -511,7 +524,7 @@ class GraphBuilder:
         sym, new = self.shape_env.symbol(source, value, self.duck_sizing)
         if new:
             # Named after its source (`l_n_`), as Dynamo names an integer input.
-            name = placeholder_name(source)
+            name = _unique_name(self.graph, placeholder_name(source))
             first = next((n for n in self.graph.nodes if n.op != "placeholder"), None)
             if first is not None:
                 with self.graph.inserting_before(first):
@@ -553,11 +566,12 @@ class GraphBuilder:
         if source not in self.float_nodes:
             self.guards.add(f"type({source}) is float")
             first = next((n for n in self.graph.nodes if n.op != "placeholder"), None)
+            name = _unique_name(self.graph, placeholder_name(source))
             if first is not None:
                 with self.graph.inserting_before(first):
-                    p = self.graph.placeholder(placeholder_name(source))
+                    p = self.graph.placeholder(name)
             else:
-                p = self.graph.placeholder(placeholder_name(source))
+                p = self.graph.placeholder(name)
             p.meta.update(example_value=value, source=source, float_input=True)
             self.created.append(p)
             self.float_nodes[source] = p
