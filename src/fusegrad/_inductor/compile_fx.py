@@ -282,6 +282,19 @@ def compile_fx(gm: Any, example_inputs: list, config_patches: dict | None = None
         return _CodegenOrFx(g, options)
 
     return aot_module_simplified(gm, example_inputs, fw_compiler=compiler,
-                                 bw_compiler=compiler,
+                                 bw_compiler=compiler, partition_fn=_cse_then_partition,
                                  decompositions=decompositions)
+
+
+def _cse_then_partition(joint_module: Any, joint_inputs: Any = None, *,
+                        num_fwd_outputs: int, **kwargs) -> tuple:
+    """The default partition of the joint graph with its common subexpressions merged
+    first (`aot.cse`), as PyTorch's AOT autograd merges them: a backward that recomputes a
+    forward value (GELU's `erf`, layer norm's moments) reads the saved value instead."""
+    from ..compiler.aot.cse import cse_joint
+    from ..compiler.aot.partitioners import default_partition
+
+    cse_joint(joint_module)
+    return default_partition(joint_module, joint_inputs, num_fwd_outputs=num_fwd_outputs,
+                             **kwargs)
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from .. import logs
 from . import build, c, graph_cache
-from .ir import Extern, describe
+from .ir import Extern, Reduction, describe
 from .lower import GraphLowering, resolve_op
 from .schedule import group, schedule
 
@@ -131,6 +131,9 @@ class CompiledGraph:
                 continue
             if len(item) == 1:
                 name, src = c.render_kernel(item[0], g.buffers[item[0]], slots, i)
+            elif not isinstance(item[0], Reduction):  # producers computed in its loop
+                name, src = c.render_kernel(item[0], g.buffers[item[0]], slots, i,
+                                            [(m, g.buffers[m]) for m in item[1:]])
             else:
                 name, src = c.render_group([(m, g.buffers[m]) for m in item], slots, i)
             kernels[item[0]] = (name, item)

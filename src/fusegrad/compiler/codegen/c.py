@@ -83,6 +83,27 @@ def _c_number(value, dtype) -> str:
     return f"(({ct}){int(value)}LL)"
 
 
+# The C functions a costly operation calls: the math library's and the square root and
+# power (see `costly`).
+_MATH_NAMES = "|".join(re.escape(n) for n in sorted(
+    {*mathlib.FLOAT32.values(), *mathlib.FLOAT64.values(), "sqrt", "sqrtf", "pow", "powf"},
+    key=len, reverse=True))
+_MATH_CALL = re.compile(rf"(?<![\w.])({_MATH_NAMES})\(")
+
+
+def costly(e: Op) -> bool:
+    """Whether operation `e` costs far more than a load: its C form divides (a division by
+    a number excepted: one multiplication or division, hoisted where its operand is
+    loop-invariant) or calls a math function."""
+    if e.name == "cast" or (e.name == "truediv" and isinstance(e.args[1], Const)):
+        return False
+    try:
+        text = KernelWriter(Slots()).op(e, ["a"] * len(e.args))
+    except (NotImplementedError, KeyError, AttributeError, IndexError):
+        return False
+    return "/" in text or "%" in text or _MATH_CALL.search(text) is not None
+
+
 class KernelWriter:
     """Renders one kernel's body: temporaries for sub-expressions (shared when equal)."""
 
@@ -369,8 +390,11 @@ def _transposes(value, inner: str, second: str) -> bool:
     return False
 
 
-def _pointwise_nest(node: Pointwise, out: Buffer, w: KernelWriter) -> list:
+def _pointwise_nest(node: Pointwise, out: Buffer, w: KernelWriter,
+                    absorbed: tuple = ()) -> list:
     if node.pieces is None:
+        if absorbed:
+            return _with_absorbed(node, out, w, absorbed)
         return _pointwise_piece(node.shape, node.fn, out, w, None, 0)
     dim, pieces = node.pieces
     lines: list[str] = []
@@ -381,10 +405,38 @@ def _pointwise_nest(node: Pointwise, out: Buffer, w: KernelWriter) -> list:
     return lines
 
 
+def _with_absorbed(node: Pointwise, out: Buffer, w: KernelWriter, absorbed: tuple) -> list:
+    """`node`'s loops computing the `absorbed` producers ((Pointwise, buffer) pairs, see
+    `schedule._absorb_producers`) inline and storing each where `node` read it: each
+    producer's index is taken from a load of its buffer (with the others inline), then all
+    are computed inline, their stores emitted beside `node`'s (the kernel's CSE shares the
+    operations)."""
+    from .ir import Load, walk
+
+    kept = [p.buffer for p, _ in absorbed]
+    stores = []
+    try:
+        idx = tuple(IVar(f"x{i}") for i in range(len(node.shape)))
+        for p, buf in absorbed:
+            for q, _ in absorbed:
+                q.buffer = buf if q is p else None
+            at = next(e.index for e in walk(node.fn(idx))
+                      if isinstance(e, Load) and e.buffer is buf)
+            stores.append((p, buf, at))
+        for p, _ in absorbed:
+            p.buffer = None
+        return _pointwise_piece(node.shape, node.fn, out, w, None, 0, stores)
+    finally:
+        for (p, _), b in zip(absorbed, kept):
+            p.buffer = b
+
+
 def _pointwise_piece(shape: tuple, fn, out: Buffer, w: KernelWriter, dim: int | None,
-                     start: int) -> list:
+                     start: int, stores: list = ()) -> list:
     """Loops computing `fn` over `shape` into `out`, whose index along `dim` is `start` more
-    (the whole of a pointwise node where `dim` is None)."""
+    (the whole of a pointwise node where `dim` is None); `stores`: (Pointwise, buffer,
+    index over `x0`, `x1`, ...) of absorbed producers, computed and stored at that index
+    too."""
     w.lines, w.cse = [], {}
     idx = [IVar(f"x{i}") for i in range(len(shape))]
     order = loop_order(shape, out.strides)
@@ -402,15 +454,27 @@ def _pointwise_piece(shape: tuple, fn, out: Buffer, w: KernelWriter, dim: int | 
         extents[-1:] = [int(shape[order[-1]]) // c, c]
         names[-1:] = [hi.name, lo.name]
         bounds = {hi.name: extents[-2], lo.name: c}
-        value = _map_indices(fn(tuple(idx)), lambda e: _simplify(e, bounds), {})
+
+        def mapped(e):
+            return _map_indices(e, lambda i: _simplify(i, bounds), {})
     else:
-        value = fn(tuple(idx))
+        def mapped(e):
+            return e
+    value = mapped(fn(tuple(idx)))
     w.inner, w.hoisted, w.offsets = {names[-1]} if names else set(), [], {}
     v = w.value(value)
     at = list(idx)
     if dim is not None and start:
         at[dim] = IInt(start) + at[dim]
     w.emit(f"{w.address(out, at)} = {v};")
+    sub = {f"x{i}": e for i, e in enumerate(idx)}
+    for p, buf, index in stores:
+        # (the producer's index over the original loop variables, as `idx` now spells them)
+        pat = [_simplify(_substitute(e, sub), bounds) if split is not None else
+               _substitute(e, sub) for e in index]
+        pv = w.value(mapped(p.fn(tuple(pat))))
+        _out_ptr(w, buf)
+        w.emit(f"{w.address(buf, pat)} = {pv};")
     work = _numel(shape)
     sized = [i for i, n in enumerate(extents) if int(n) != 1]
     extents = [w.kint(n) if n != 1 else "1" for n in extents]
@@ -462,6 +526,15 @@ def _distinct_nodes(e) -> list:
         if isinstance(x, Op):
             stack.extend(x.args)
     return out
+
+
+def _substitute(e, values: dict):
+    """Index expression `e` with each variable named in `values` replaced by its value."""
+    if isinstance(e, IVar):
+        return values.get(e.name, e)
+    if isinstance(e, IBin):
+        return IBin(e.op, _substitute(e.a, values), _substitute(e.b, values))
+    return e
 
 
 def _map_indices(e, f, memo: dict):
@@ -618,8 +691,11 @@ def _is_column(node: Reduction) -> bool:
     idx = tuple(IVar(f"x{i}") for i in range(len(node.shape)))
     ridx = tuple(IVar(f"r{i}") for i in range(len(node.reduced_shape)))
     rnames = {str(r) for r in ridx}
+    xnames = {str(i) for i in idx}
     loads = [e for e in walk(node.fn(idx, ridx)) if isinstance(e, Load)]
-    reading = [ld for ld in loads if _vars(ld.index) & rnames]
+    # (A load that no output index reads, a row's scalar such as layer norm's 1 / std, is
+    # the same for every column of the block: any layout of it is read once per row.)
+    reading = [ld for ld in loads if _vars(ld.index) & rnames and _vars(ld.index) & xnames]
     if not reading:
         return False
     for ld in reading:
@@ -859,8 +935,14 @@ def kernel_name(ops: list[str], number: int) -> str:
     return f"cpp_fused_{'_'.join(seen[:6]) or 'copy'}_{number}"
 
 
-def render_kernel(node, out: Buffer, slots: Slots, number: int) -> tuple[str, str]:
-    """(name, C source) of the kernel computing `node` into `out`."""
+def render_kernel(node, out: Buffer, slots: Slots, number: int,
+                  absorbed: tuple = ()) -> tuple[str, str]:
+    """(name, C source) of the kernel computing `node` into `out` (and, for a pointwise
+    node, the `absorbed` producers it reads: (Pointwise, buffer) pairs computed and stored
+    in its loop)."""
+    if absorbed:
+        return _render(lambda w: _pointwise_nest(node, out, w, tuple(absorbed)), slots,
+                       number)
     nest = _reduction_nest if isinstance(node, Reduction) else _pointwise_nest
     return _render(lambda w: nest(node, out, w), slots, number)
 

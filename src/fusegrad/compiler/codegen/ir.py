@@ -227,6 +227,8 @@ class Pointwise:
     # piece_fn), ...)) covering the dim in order, `piece_fn(idx)` the value at `idx` with
     # `idx[dim]` counted from `start` (a cat: one loop per input, no select per element).
     pieces: Any = None
+    # The value this one is a view of (a permute, reshape, ... of it), where it is one.
+    source: Any = None
 
     def body(self, index) -> Expr:
         """The value expression at `index` (a load once the node has its own buffer)."""

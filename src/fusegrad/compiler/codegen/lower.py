@@ -407,6 +407,7 @@ class LoweringOps:
     def view_index(self, x, shape, remap) -> Pointwise:
         """A view of `x` with `shape` whose element at `idx` is `x`'s at `remap(idx)`."""
         out = Pointwise(tuple(shape), x.dtype, lambda idx: body_at(x, remap(idx)))
+        out.source = x
         if getattr(x, "pieces", None) is not None:
             out.pieces = _view_pieces(x, tuple(shape), remap)
         return out
@@ -1114,6 +1115,8 @@ class GraphLowering:
                 out.append(type(a)(self._extern_args(a, why, written)))
             elif isinstance(a, Pointwise):
                 view = None if a.buffer is not None else self.view_of(a)
+                if view is None and a.buffer is None:
+                    view = self._view_of_computed(a, why)
                 if view is not None and view.base in written:
                     view = None
                 out.append(view if view is not None else
@@ -1121,6 +1124,29 @@ class GraphLowering:
             else:
                 out.append(a)
         return out
+
+    def _view_of_computed(self, value: Pointwise, why: str) -> View | None:
+        """`value`, a permutation or reshape of a computed value of as many elements (the
+        transposed ReLU gradient a weight gradient's `mm` reads), as a `View` of that value
+        computed into a row-major buffer: the kernel writes memory in order where computing
+        `value` itself would write it transposed (a tiled transpose whose rows, 4 KiB
+        apart, share cache sets), and the extern reads the view as eager's kernel reads
+        eager's. None (nothing realised) where the view would not be a strided one."""
+        src = value.source
+        if not isinstance(src, Pointwise) or src.buffer is not None or \
+                numel(src.shape) != numel(value.shape) or not numel(value.shape) or \
+                self.view_of(src) is not None:
+            return None
+        probe = Buffer("probe", tuple(src.shape), src.dtype, contiguous_strides(src.shape))
+        src.buffer = probe  # (a trial: is `value` a strided view of src's buffer?)
+        try:
+            strided = self.view_of(value) is not None
+        finally:
+            src.buffer = None
+        if not strided:
+            return None
+        self.realize(src, f"read by extern {why} through a view")
+        return self.view_of(value)
 
     @staticmethod
     def view_of(value: Pointwise) -> View | None:

@@ -38,6 +38,52 @@ def _size(value: Pointwise) -> int:
     return sum(1 for _ in walk(value.fn(idx)))
 
 
+# A small value whose operations are costly (a division, a square root, a call of a math
+# function: `c.costly`) is computed once into a buffer rather than in every element of the
+# larger loops that read it broadcast: layer norm's `1 / sqrt(var + eps)` per row, read by
+# each element of the row in its backward (3-4 ns an element where a load costs 0.3).
+# A value read by loops over this many times its elements or more is read broadcast.
+BROADCAST_RATIO = 8
+
+
+def _costly(value: Pointwise) -> str | None:
+    """The name of a costly operation `value` computes (`c.costly`), or None."""
+    from .c import costly
+    from .ir import IVar, Op
+
+    idx = tuple(IVar(f"x{i}") for i in range(len(value.shape)))
+    for e in walk(value.fn(idx)):
+        if isinstance(e, Op) and costly(e):
+            return e.name
+    return None
+
+
+def _numel(shape) -> int:
+    n = 1
+    for s in shape:
+        n *= int(s)
+    return n
+
+
+def _broadcast_read(g: GraphLowering, readers: list, value: Pointwise) -> bool:
+    """Whether a reader of `value` loops over `BROADCAST_RATIO` times its elements or more
+    (a reduction over its shape and reduced shape), so each of its elements would be
+    computed again for many of the reader's."""
+    size = max(_numel(value.shape), 1)
+    for u in readers:
+        r = g.env.get(u)
+        for v in (r if isinstance(r, (list, tuple)) else [r]):
+            if isinstance(v, Pointwise):
+                work = _numel(v.shape)
+            elif isinstance(v, Reduction):
+                work = _numel(v.shape) * _numel(v.reduced_shape)
+            else:
+                continue
+            if work >= BROADCAST_RATIO * size:
+                return True
+    return False
+
+
 def _label(node) -> str:
     names = [o.name for o in getattr(node, "origins", [])]
     return ", ".join(names) or "?"
@@ -55,6 +101,11 @@ def schedule(g: GraphLowering) -> list:
         elif len(readers) > 1 and _size(value) > RECOMPUTE_LIMIT:
             g.realize(value, f"read by {len(readers)} nodes and too large to recompute "
                       f"({_size(value)} operations > {RECOMPUTE_LIMIT})")
+        else:
+            costly = _costly(value)
+            if costly and _broadcast_read(g, readers, value):
+                g.realize(value, f"holds {costly} and is read broadcast over loops "
+                          f"{BROADCAST_RATIO} or more times its size")
     _output_views(g, outputs)
     g.resolve_extern_args()
     order = {n: i for i, n in enumerate(g.gm.graph.nodes)}
@@ -216,11 +267,135 @@ def group(g: GraphLowering, computations: list) -> list:
         if not isinstance(c, Reduction):
             close()
     close()
+    out = _absorb_producers(g, out)
     if "fusion" in logs.enabled:
         kernel_of = {m: i for i, item in enumerate(out) if isinstance(item, list)
                      for m in item}
         _log_boundaries(g, computations, kernel_of)
     return out
+
+
+# The most elements a producer is checked over (every element's address is computed) before
+# its kernel is merged into its reader's.
+ABSORB_LIMIT = 1 << 22
+
+
+def _absorb_producers(g: GraphLowering, items: list) -> list:
+    """`items` with pointwise kernels merged into the one pointwise kernel that reads them:
+    a producer P whose buffer must exist (a graph output: GELU's input and `erf(x / sqrt 2)
+    + 1`, both saved for the backward) and that only kernel Q reads, where Q reads every
+    element of P at the memory position Q writes (checked element by element), is computed
+    inside Q's loop and stored there (`c.render_kernel`'s `absorbed`): Q's pass reads its
+    operands once instead of reading P's result back. The same operations on the same
+    values, so the same bits. Q's item becomes [Q, P, ...] (Q first: the kernel's name)."""
+
+    outputs = set()
+    for o in g.outputs:
+        v = g.env.get(o) if hasattr(o, "op") else None
+        if isinstance(v, Pointwise) and v.buffer is not None:
+            outputs.add(v.buffer)
+    if not outputs:
+        return items
+    readers: dict = {}  # buffer -> computations / externs reading it
+    producer: dict = {}  # buffer -> index of the single-pointwise item computing it
+    for i, item in enumerate(items):
+        if isinstance(item, Extern):
+            from .wrapper import _buffer_args
+
+            for b in _buffer_args(list(item.args) + list(item.kwargs.values())):
+                readers.setdefault(b, set()).add(item)
+            continue
+        for m in item:
+            for ld in _reads(m):
+                readers.setdefault(ld.buffer, set()).add(m)
+        if len(item) == 1 and isinstance(item[0], Pointwise) and item[0].pieces is None:
+            producer[g.buffers[item[0]]] = i
+    removed: set = set()
+    for qi, item in enumerate(items):
+        if isinstance(item, Extern) or len(item) != 1 or not isinstance(item[0], Pointwise) \
+                or item[0].pieces is not None:
+            continue
+        q = item[0]
+        absorbed: list = []
+        changed = True
+        while changed:
+            changed = False
+            for ld in _effective_loads(q, absorbed):
+                b = ld.buffer
+                pi = producer.get(b)
+                # (a producer that has absorbed producers of its own stays: its item holds
+                # them, which this kernel would not compute)
+                if pi is None or pi in removed or pi >= qi or b not in outputs or \
+                        len(items[pi]) != 1:
+                    continue
+                p = items[pi][0]
+                if readers.get(b, set()) - {q, *absorbed} or \
+                        any(r.buffer in g._written for r in _reads(p)) or \
+                        not _same_positions(g, q, absorbed, p):
+                    continue
+                absorbed.append(p)
+                removed.add(pi)
+                logs.emit("fusion", f"computing {_label(p)} inside the loop of {_label(q)}: "
+                          "its only reader, reading each element where it writes its own")
+                changed = True
+                break
+        if absorbed:
+            items[qi] = [q] + absorbed
+    return [item for i, item in enumerate(items) if i not in removed]
+
+
+def _effective_loads(q: Pointwise, absorbed: list) -> list:
+    """The loads of `q`'s expression with the `absorbed` producers computed inline."""
+    from .ir import IVar, Load
+
+    kept = [p.buffer for p in absorbed]
+    try:
+        for p in absorbed:
+            p.buffer = None
+        idx = tuple(IVar(f"x{i}") for i in range(len(q.shape)))
+        return [e for e in walk(q.fn(idx)) if isinstance(e, Load)]
+    finally:
+        for p, b in zip(absorbed, kept):
+            p.buffer = b
+
+
+def _same_positions(g: GraphLowering, q: Pointwise, absorbed: list, p: Pointwise) -> bool:
+    """Whether every load of `p`'s buffer in `q` (with `absorbed` inline) reads, at each
+    element of `q`, the memory position (in elements from the buffer's start) at which `q`
+    writes that element, and `p` has as many elements, none sharing memory: then `q`'s loop
+    writes each element of `p` once, in its own order."""
+    import numpy as np
+
+    from .ir import evaluate_index
+    from .layout import non_overlapping
+
+    pbuf, qbuf = p.buffer, g.buffers[q]
+    n = _numel(q.shape)
+    if n != _numel(p.shape) or not n or n > ABSORB_LIMIT or pbuf.dtype is None or \
+            not non_overlapping(q.shape, qbuf.strides) or \
+            not non_overlapping(p.shape, pbuf.strides):
+        return False
+    nd = len(q.shape)
+    grids = {f"x{i}": np.arange(int(s), dtype=np.int64).reshape(
+        [-1 if i == j else 1 for j in range(nd)]) for i, s in enumerate(q.shape)}
+
+    def position(buf, index) -> np.ndarray:
+        at = np.zeros((), np.int64)
+        for e, s in zip(index, buf.strides):
+            at = at + evaluate_index(e, grids) * int(s)
+        return np.broadcast_to(at, tuple(int(s) for s in q.shape))
+
+    from .ir import IVar
+
+    want = position(qbuf, tuple(IVar(f"x{i}") for i in range(nd)))
+    loads = [ld for ld in _effective_loads(q, absorbed) if ld.buffer is pbuf]
+    if not loads:
+        return False
+    for ld in {tuple(ld.index): ld for ld in loads}.values():
+        if len(ld.index) != len(pbuf.strides) or \
+                not np.array_equal(position(pbuf, ld.index), want):
+            return False
+    return True
 
 
 def _joins(g: GraphLowering, members: list, c) -> bool:
@@ -231,6 +406,14 @@ def _joins(g: GraphLowering, members: list, c) -> bool:
         return False
     k = len(outer)
     if tuple(c.shape[:k]) != outer or (isinstance(c, Reduction) and tuple(c.shape) != outer):
+        return False
+    from .c import _is_column
+
+    # Column sums read whole rows in loop nests of their own (`c._column_nest`); a kernel
+    # sharing their outer loop would make every member read one element per cache line (a
+    # bias gradient beside the transposed ReLU gradient, 256x1024: 2.2 ms against 0.25).
+    column = _is_column(members[0])
+    if column != (isinstance(c, Reduction) and _is_column(c)):
         return False
     mine = {g.buffers[m] for m in members}
     row = tuple(IVar(f"x{i}") for i in range(k))

@@ -270,6 +270,7 @@ def generate(g, computations: list, kernels: dict, slots: Slots, reuse: bool = T
                 w.emit(f"P[{slot}] = _addr({name}._data)")
     steps = _steps(g, computations, kernels)
     root = _plan(steps, outputs, reuse)
+    shared = _shared_storages(g, steps, outputs)
     kept: list = []  # Python names of preallocated buffers
     plan_persistent: list = []
     writes: dict = {}
@@ -291,6 +292,12 @@ def generate(g, computations: list, kernels: dict, slots: Slots, reuse: bool = T
                     # (an expanded layout: the kernel writes every element, and the buffer
                     # is copied into that layout when returned)
                     w.emit(f"{var} = _empty({tuple(out.shape)!r}, {dt})")
+                elif out in shared:
+                    name, size, first = shared[out]
+                    if first:
+                        w.emit(f"{name} = _empty(({size},), {dt})")
+                    w.emit(f"{var} = _in_storage({name}, {tuple(out.shape)!r}, "
+                           f"{layout[0]!r}, {layout[1]})")
                 else:  # eager's layout: the kernel writes through the buffer's strides
                     w.emit(f"{var} = _empty_strided({tuple(out.shape)!r}, {layout[0]!r}, "
                            f"{layout[1]}, {dt})")
@@ -354,6 +361,67 @@ def generate(g, computations: list, kernels: dict, slots: Slots, reuse: bool = T
     src = "def call(args):\n" + "\n".join(w.lines) + "\n"
     return Artifact(src, w.refs, plan_persistent, max(len(slots.buffers), 1),
                     list(slots.ints), writes, len(names))
+
+
+def _shared_storages(g, steps: list, outputs: set) -> dict:
+    """Output kernel buffers laid out with gaps (eager's views of a larger tensor: the
+    query, key and value a split of one projection makes) that fill one storage together:
+    buffer -> (storage name, elements, whether it is the first to be allocated). They get
+    one uninitialised storage, each its view of it, where each alone would need a zeroed
+    storage of the whole size (its gaps must never show stale memory; here its siblings
+    fill them). The elements of each are its own: no two outputs share one."""
+    from .layout import storage_size
+
+    candidates: dict = {}
+    for kind, _, _, writes in steps:
+        if kind != "kernel":
+            continue
+        for b in writes:
+            layout = g.output_layouts.get(b)
+            if b not in outputs or layout is None or tuple(b.strides) != tuple(layout[0]):
+                continue
+            n = storage_size(b.shape, layout[0], layout[1])
+            if n <= _numel(b.shape):
+                continue  # (dense: an uninitialised storage of its own already)
+            key = (tuple(int(x) for x in b.shape), tuple(int(x) for x in layout[0]),
+                   b.dtype)
+            candidates.setdefault(key, []).append((b, int(layout[1]), n))
+    out: dict = {}
+    for (shape, strides, _), members in candidates.items():
+        # Consecutive members (in the order they are computed) that fill a storage: the
+        # outputs one split makes come one after another.
+        run: list = []
+        for m in members:
+            run.append(m)
+            n = max(x[2] for x in run)
+            total = _numel(shape) * len(run)
+            if total < n:
+                continue
+            if total == n and n <= 1 << 28 and _partition(shape, strides, run, n):
+                name = f"_storage{len(out)}"
+                for i, (b, _, _) in enumerate(run):
+                    out[b] = (name, n, i == 0)
+            run = []
+    return out
+
+
+def _partition(shape: tuple, strides: tuple, members: list, n: int) -> bool:
+    """Whether the elements of `members` ((buffer, offset, _) of one geometry) are each
+    of the `n` positions of a storage exactly once."""
+    positions = []
+    for _, offset, _ in members:
+        at = np.full((), offset, np.int64)
+        for size, stride in zip(shape, strides):
+            at = np.add.outer(at, np.arange(size, dtype=np.int64) * stride)
+        positions.append(at.reshape(-1))
+    return bool((np.bincount(np.concatenate(positions), minlength=n) == 1).all())
+
+
+def _in_storage(storage: np.ndarray, shape: tuple, strides: tuple, offset: int) -> np.ndarray:
+    """The view of `storage` with this geometry (strides and offset in elements)."""
+    item = storage.itemsize
+    return np.ndarray(shape, storage.dtype, buffer=storage, offset=offset * item,
+                      strides=tuple(int(s) * item for s in strides))
 
 
 def _extern(w: _Writer, c: Extern, outputs: set, kept: list, inputs=()) -> None:
@@ -525,7 +593,7 @@ def load(art: Artifact, libs: dict):
                    "_laid_out": _laid_out,
                    "_in_memory_order": _in_memory_order,
                    "_empty_strided": empty_strided, "_restrided": restrided,
-                   "_scalar": _scalar, "_threads": _threads,
+                   "_scalar": _scalar, "_threads": _threads, "_in_storage": _in_storage,
                    "_addr": _array_address, "_wrap": _dispatch._wrap, "P": P, "K": K,
                    "_last": [None] * art.n_inputs}
     # An artifact read back from the disk cache holds unpickled dtypes and arrays: each is
