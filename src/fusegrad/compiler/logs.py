@@ -113,13 +113,16 @@ class GraphCompileReason:
 
 
 def graph_break(reason: str, code, line: int | None, fallback: bool = False,
-                inner: tuple = ()) -> GraphCompileReason:
+                inner: tuple = (), counted: bool = True) -> GraphCompileReason:
     """Record and log (`graph_breaks`) a break in `code` at `line`; `inner`: the (code, line)
-    of the inlined calls it happened in, outermost first."""
+    of the inlined calls it happened in, outermost first; `counted`: whether it adds to
+    `counters["graph_break"]` (not the same break met again by a frame translated afresh,
+    which Dynamo, skipping the frame at the first, never meets)."""
     frames = [traceback.FrameSummary(c.co_filename, n or c.co_firstlineno, c.co_name,
                                      lookup_line=False) for c, n in ((code, line), *inner)]
     record = GraphCompileReason(reason, frames, fallback=fallback)
-    counters["graph_break"][reason] += 1
+    if counted:
+        counters["graph_break"][reason] += 1
     what = "Eager fallback" if fallback else "Graph break"
     emit("graph_breaks", f"{what} in {frames[-1].name} at {record.where()}: {reason}")
     return record

@@ -129,6 +129,9 @@ _SCHEMAS: dict[str, tuple] = {
                                  "label_smoothing"),
     "aten::nll_loss_nd": ("input", "target", "weight", "reduction", "ignore_index"),
     "aten::embedding": ("weight", "input", "padding_idx", "scale_grad_by_freq", "sparse"),
+    # (functions parsing `*args, **kwargs` as PyTorch's overloads: by position, then name)
+    "aten::softmax": ("input", "dim", "dtype"),
+    "aten::log_softmax": ("input", "dim", "dtype"),
 }
 for _d in (1, 2, 3):  # max_pool{1,2,3}d: no return_indices in the schema
     _SCHEMAS[f"aten::max_pool{_d}d"] = ("input", "kernel_size", "stride", "padding",
@@ -147,13 +150,18 @@ def _input_shapes(fn, event: str, args: tuple, kwargs: dict) -> list:
             "device" in kwargs
         return [_shape_of(args[0])] + [[] for _ in range(5 if by_device else 4)]
     sig = _signature(fn)
+    schema = _SCHEMAS.get(event)
     if sig is None or any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
-        return [_shape_of(a) for a in args]
+        if schema is None:
+            return [_shape_of(a) for a in args]
+        # (no parameters to bind: the schema's arguments by position, then by keyword)
+        return [_shape_of(args[i] if i < len(args) else next(
+                    (kwargs[n] for n in (spec or "").split("|") if n in kwargs), None))
+                for i, spec in enumerate(schema)]
     try:
         bound = sig.bind(*args, **kwargs).arguments
     except TypeError:  # (the call itself raises; its event keeps what it was given)
         return [_shape_of(a) for a in args]
-    schema = _SCHEMAS.get(event)
     if schema is not None:
         out = []
         for spec in schema:

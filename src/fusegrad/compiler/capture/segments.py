@@ -507,8 +507,12 @@ class FrameRunner:
                 reason = f"{text} ({where}: the rest of the frame runs eagerly)" if where \
                     else text
                 inner = _inlined_frames(tr, e)
+                # (the break a guarded eager rest of this loop met before, met again by a
+                # translation afresh after its guards failed: counted once)
+                again = where == "inside a loop" and any(
+                    s.loop_guarded and s.reason == str(e) for s in self.segments.get(start, ()))
                 record = logs.graph_break(reason, self.code, line, fallback=where is not None,
-                                          inner=inner)
+                                          inner=inner, counted=not again)
                 if where is not None:
                     # Dynamo gives up on a frame whose loop breaks (none of its graphs, no
                     # break counted): `explain` counts this fallback as it does.
