@@ -545,3 +545,38 @@ def test_vmap_refused_cases_run_as_eager(f, error):
     _close(a, b)  # (an in-place write reached the input in both)
     assert want.stride() == got.stride()
     assert (want._base is None) == (got._base is None)
+
+
+def test_combinatoric_iterators_are_unrolled():
+    """`itertools.permutations`, `combinations` and `combinations_with_replacement` over a
+    frame's tensors (and a range) are unrolled while translating: one graph, no break, with
+    eager's values; a count past the unroll limit breaks and runs for real."""
+    import itertools
+
+    def f(x):
+        zs = [x, x + 1, x * 2]
+        s = x.new_zeros(())
+        for a, b in itertools.permutations(zs, 2):
+            s = s + (a * b).sum()
+        for a, b in itertools.combinations_with_replacement([x, x.t().t()], 2):
+            s = s + (a - b).sum()
+        for i, j in itertools.combinations(range(4), 2):
+            s = s + x[0, i % 3] * j
+        return s
+
+    x = fg.arange(6.0).reshape(2, 3)
+    fg._dynamo.reset()
+    counters = fg._dynamo.utils.counters
+    counters.clear()
+    got = fg.compile(f, backend="eager")(x)
+    assert sum(counters["graph_break"].values()) == 0
+    assert counters["stats"]["unique_graphs"] == 1
+    assert got.item() == f(x).item()
+
+    def big(x):
+        return x * len(list(itertools.permutations(range(8), 5)))
+
+    fg._dynamo.reset()
+    counters.clear()
+    assert fg.compile(big, backend="eager")(x).tolist() == big(x).tolist()
+    assert sum(counters["graph_break"].values()) >= 1

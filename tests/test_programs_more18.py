@@ -1931,10 +1931,6 @@ _TORCH_BREAKS = {
 # Programs where fusegrad breaks the graph more often than torch does, with each gap's minimal
 # repro.
 _CAPTURE_GAPS = {
-    "multiview_contrastive_pairs": (
-        "itertools.combinations breaks the graph ('call to combinations'), and a generator "
-        "over sorted() of a dict of tensors breaks it ('sorted() with tensor arguments'): "
-        "_MINIMAL_GAPS 'combinations' and 'sorted_dict'; torch captures both whole"),
     "tcn_weight_norm_streaming": (
         "append to a deque from outside the compiled function breaks the graph ('method "
         "deque.append'): _MINIMAL_GAPS 'deque_append'; torch captures it whole"),
@@ -2081,14 +2077,17 @@ def _enum_by_value(lib, x):
 # The smallest functions that break fusegrad's graph where torch captures them whole, one a
 # reason (the programs of _CAPTURE_GAPS name them).
 _MINIMAL_GAPS = {
-    "combinations": (_combinations, "'call to combinations'"),
-    "sorted_dict": (_sorted_dict, "'sorted() with tensor arguments' (the keys are strings)"),
     "deque_append": (_deque_append, "'method deque.append'"),
     "fstring_list": (_fstring_list, "'formatting a tensor' (a list of ints)"),
     "ordered_dict_lru": (_ordered_dict_lru, "'item assignment into an object from outside the "
                          "graph', 'method OrderedDict.move_to_end', 'method OrderedDict.popitem'"),
     "enum_by_value": (_enum_by_value, "'call to _Act' (an Enum looked up by value)"),
 }
+
+
+# The same, closed: captured whole as torch captures them (itertools' combinatoric
+# iterators unrolled, `sorted()` of a dict of tensors ordering its keys).
+_MINIMAL_CLOSED = {"combinations": _combinations, "sorted_dict": _sorted_dict}
 
 
 def _compiled_breaks(lib, fn):
@@ -2148,3 +2147,11 @@ def test_full_deque_append_keeps_eager_values():
     the dropped entry in its sum (6 then 8)."""
     assert _full_window(fg, compiled=True) == _full_window(fg, compiled=False) \
         == _full_window(torch, compiled=False) == ([5.0, 6.0], [3.0, 3.0])
+
+
+@pytest.mark.parametrize("name", sorted(_MINIMAL_CLOSED))
+def test_minimal_gaps_closed(name):
+    """torch and fusegrad capture each whole (one graph, no break), with eager's values."""
+    fn = _MINIMAL_CLOSED[name]
+    assert _compiled_breaks(torch, fn)[:2] == (0, 1)
+    assert _compiled_breaks(fg, fn) == (0, 1, True)

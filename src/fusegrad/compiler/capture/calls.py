@@ -829,6 +829,8 @@ def _library_call(tr, f, args: list, kwargs: dict) -> Variable | None:
         return _cast_variables(tr, args[0], args[1].value, args[2].value)
     if f is itertools.product:
         return _product(tr, args, kwargs)
+    if f in _COMBINATORICS:
+        return _combinatoric(tr, f, args, kwargs)
     if f is copy.deepcopy and len(args) == 1 and not kwargs:
         if isinstance(args[0], TensorVariable):
             # Dynamo breaks here too: the copy is made for real (its own storage and grad).
@@ -875,6 +877,32 @@ def _product(tr, args: list, kwargs: dict) -> Variable | None:
 
 
 _MAX_UNROLLED_PRODUCT = 4096
+_COMBINATORICS = (itertools.combinations, itertools.permutations,
+                  itertools.combinations_with_replacement)
+
+
+def _combinatoric(tr, f, args: list, kwargs: dict) -> Variable | None:
+    """`itertools.combinations(iterable, r)` (`permutations`, `combinations_with_replacement`):
+    the tuples made now over the iterable's items, in the builtin's order, as an iterator
+    over variables (the builtin takes every item when it is made); None (the real call) for
+    keywords, an `r` not known now or a tensor to iterate, and a break for too many tuples."""
+    if kwargs or not 1 <= len(args) <= 2 or isinstance(args[0], TensorVariable):
+        return None
+    r = args[1] if len(args) == 2 else ConstantVariable(None)
+    if not isinstance(r, ConstantVariable) or not (
+            type(r.value) is int or r.value is None and f is itertools.permutations):
+        return None
+    pool = tr.unpack(args[0])
+    if isinstance(args[0], IteratorVariable):  # used up, as the builtin uses it up
+        args[0].index = len(args[0].items)
+    try:
+        rows = f(range(len(pool)), r.value)
+    except ValueError:  # (a negative r: the real call raises it)
+        return None
+    rows = list(itertools.islice(rows, _MAX_UNROLLED_PRODUCT + 1))
+    if len(rows) > _MAX_UNROLLED_PRODUCT:
+        raise Unsupported(f"itertools.{f.__name__} of too many items to unroll")
+    return IteratorVariable([TupleVariable([pool[i] for i in row]) for row in rows])
 
 # Types whose values `copy.deepcopy` gives back as they are (immutable builtins).
 _ATOMIC_TYPES = (type(None), type(...), bool, int, float, complex, str, bytes, range,
@@ -1792,6 +1820,12 @@ def _call_builtin(tr, f, args, kwargs) -> Variable:
         cls = _tensor_type(tr, args[0])
         if cls is not None:
             return ConstantVariable(cls)
+    if f is sorted and len(args) == 1 and isinstance(args[0], DictVariable) and \
+            set(kwargs) <= {"reverse"}:
+        # (a dict's keys: its values, tensors or not, are not read)
+        keys = tr.unpack(args[0])
+        if all(isinstance(k, ConstantVariable) and _is_plain_data(k.value) for k in keys):
+            return _evaluate(tr, f, [TupleVariable(keys)], kwargs)
     if _has_tensor(args) or _has_tensor(kwargs.values()):
         raise Unsupported(f"{getattr(f, '__name__', f)}() with tensor arguments")
     return _evaluate(tr, f, args, kwargs)
