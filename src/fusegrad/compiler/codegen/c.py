@@ -22,7 +22,20 @@ import re
 
 from ... import _dtype
 from ...ops import _mathlib as mathlib
-from .ir import Buffer, Const, IBin, IExpr, IInt, Index, IVar, Load, Op, Pointwise, Reduction
+from .ir import (
+    Buffer,
+    Const,
+    IBin,
+    IExpr,
+    IInt,
+    Index,
+    IVar,
+    Load,
+    Op,
+    Pointwise,
+    Reduction,
+    numel,
+)
 
 CTYPES = {_dtype.float32: "float", _dtype.float64: "double", _dtype.int64: "int64_t",
           _dtype.int32: "int32_t", _dtype.int16: "int16_t", _dtype.int8: "int8_t",
@@ -475,7 +488,7 @@ def _pointwise_piece(shape: tuple, fn, out: Buffer, w: KernelWriter, dim: int | 
         pv = w.value(mapped(p.fn(tuple(pat))))
         _out_ptr(w, buf)
         w.emit(f"{w.address(buf, pat)} = {pv};")
-    work = _numel(shape)
+    work = numel(shape)
     sized = [i for i, n in enumerate(extents) if int(n) != 1]
     extents = [w.kint(n) if n != 1 else "1" for n in extents]
     if len(sized) >= 2 and sized[-1] == len(extents) - 1 and \
@@ -664,11 +677,6 @@ def _out_ptr(w: KernelWriter, out: Buffer) -> str:
     return w.ptrs[out][0]
 
 
-def _numel(shape) -> int:
-    n = 1
-    for s in shape:
-        n *= int(s)
-    return n
 
 
 _INIT = {"sum": "0", "prod": "1"}
@@ -764,7 +772,7 @@ def _column_nest(node: Reduction, out: Buffer, w: KernelWriter) -> list:
               f"  {acc_t} res = acc[0][j];",
               f"  for (int l = 1; l < {LANES}; l++) {{ {combine('res', 'acc[l][j]')} }}",
               f"  {store} = ({CTYPES[node.dtype]})res;", "}"]
-    work = _numel(node.shape) * _numel(node.reduced_shape)
+    work = numel(node.shape) * numel(node.reduced_shape)
     lines = list(w.hoisted)
     head = f"for (int64_t xb = 0; xb < {n_last}; xb += {B}) {{"
     if len(idx) == 1:  # the column blocks are the top-level loop
@@ -789,7 +797,7 @@ def _row_nest(node: Reduction, out: Buffer, w: KernelWriter) -> list:
     idx = [IVar(f"x{i}") for i in range(len(node.shape))]
     inner = _reduction_body(node, out, w, idx)
     extents = [w.kint(n) if n != 1 else "1" for n in node.shape]
-    work = _numel(node.shape) * _numel(node.reduced_shape)
+    work = numel(node.shape) * numel(node.reduced_shape)
     return _loops(w, extents, [str(i) for i in idx], inner, work)
 
 
@@ -974,10 +982,10 @@ def render_group(members: list, slots: Slots, number: int) -> tuple[str, str]:
         for node, out in members:
             if isinstance(node, Reduction):
                 lines += _reduction_body(node, out, w, idx)
-                work += _numel(node.shape) * _numel(node.reduced_shape)
+                work += numel(node.shape) * numel(node.reduced_shape)
             else:
                 lines += _pointwise_inner(node, out, w, k)
-                work += _numel(node.shape)
+                work += numel(node.shape)
         extents = [w.kint(n) if n != 1 else "1" for n in outer]
         return _loops(w, extents, [str(i) for i in idx], lines, work)
 

@@ -23,6 +23,7 @@ from .ir import (
     ScalarInput,
     View,
     contiguous_strides,
+    numel,
     walk,
 )
 from .lower import GraphLowering
@@ -58,25 +59,20 @@ def _costly(value: Pointwise) -> str | None:
     return None
 
 
-def _numel(shape) -> int:
-    n = 1
-    for s in shape:
-        n *= int(s)
-    return n
 
 
 def _broadcast_read(g: GraphLowering, readers: list, value: Pointwise) -> bool:
     """Whether a reader of `value` loops over `BROADCAST_RATIO` times its elements or more
     (a reduction over its shape and reduced shape), so each of its elements would be
     computed again for many of the reader's."""
-    size = max(_numel(value.shape), 1)
+    size = max(numel(value.shape), 1)
     for u in readers:
         r = g.env.get(u)
         for v in (r if isinstance(r, (list, tuple)) else [r]):
             if isinstance(v, Pointwise):
-                work = _numel(v.shape)
+                work = numel(v.shape)
             elif isinstance(v, Reduction):
-                work = _numel(v.shape) * _numel(v.reduced_shape)
+                work = numel(v.shape) * numel(v.reduced_shape)
             else:
                 continue
             if work >= BROADCAST_RATIO * size:
@@ -370,8 +366,8 @@ def _same_positions(g: GraphLowering, q: Pointwise, absorbed: list, p: Pointwise
     from .layout import non_overlapping
 
     pbuf, qbuf = p.buffer, g.buffers[q]
-    n = _numel(q.shape)
-    if n != _numel(p.shape) or not n or n > ABSORB_LIMIT or pbuf.dtype is None or \
+    n = numel(q.shape)
+    if n != numel(p.shape) or not n or n > ABSORB_LIMIT or pbuf.dtype is None or \
             not non_overlapping(q.shape, qbuf.strides) or \
             not non_overlapping(p.shape, pbuf.strides):
         return False

@@ -36,7 +36,16 @@ import numpy as np
 from ..._dtype import FROM_NP, own_instance
 from ...ops import _parallel
 from .c import K_RUN, K_THREADS, Slots
-from .ir import Buffer, Extern, Pointwise, PythonCall, ScalarInput, View, contiguous_strides
+from .ir import (
+    Buffer,
+    Extern,
+    Pointwise,
+    PythonCall,
+    ScalarInput,
+    View,
+    contiguous_strides,
+    numel,
+)
 
 _LIVE_TO_END = 1 << 60
 
@@ -212,25 +221,20 @@ def _plan(steps: list, outputs: set, reuse: bool) -> dict:
     for i, (kind, _, _, writes) in enumerate(steps):
         for r, users in list(holders.items()):
             if users and all(end[b] < i for b in users):
-                free.setdefault((r.dtype, _numel(r.shape)), []).append(r)
+                free.setdefault((r.dtype, numel(r.shape)), []).append(r)
                 holders[r] = []
         if kind != "kernel":
             continue
         for b in writes:
             if b in outputs:
                 continue
-            pool = free.get((b.dtype, _numel(b.shape))) if reuse else None
+            pool = free.get((b.dtype, numel(b.shape))) if reuse else None
             r = pool.pop() if pool else b
             root[b] = r
             holders.setdefault(r, []).append(b)
     return root
 
 
-def _numel(shape) -> int:
-    n = 1
-    for s in shape:
-        n *= int(s)
-    return n
 
 
 def generate(g, computations: list, kernels: dict, slots: Slots, reuse: bool = True,
@@ -284,7 +288,7 @@ def generate(g, computations: list, kernels: dict, slots: Slots, reuse: bool = T
             var = out.name
             w.names[out] = var
             slot = slots.buffer(out)
-            writes[kname].append((slot, _numel(out.shape) * out.dtype.np.itemsize))
+            writes[kname].append((slot, numel(out.shape) * out.dtype.np.itemsize))
             dt = w.dtype(out.dtype.np)
             if out in outputs:
                 layout = g.output_layouts.get(out)
@@ -381,7 +385,7 @@ def _shared_storages(g, steps: list, outputs: set) -> dict:
             if b not in outputs or layout is None or tuple(b.strides) != tuple(layout[0]):
                 continue
             n = storage_size(b.shape, layout[0], layout[1])
-            if n <= _numel(b.shape):
+            if n <= numel(b.shape):
                 continue  # (dense: an uninitialised storage of its own already)
             key = (tuple(int(x) for x in b.shape), tuple(int(x) for x in layout[0]),
                    b.dtype)
@@ -394,7 +398,7 @@ def _shared_storages(g, steps: list, outputs: set) -> dict:
         for m in members:
             run.append(m)
             n = max(x[2] for x in run)
-            total = _numel(shape) * len(run)
+            total = numel(shape) * len(run)
             if total < n:
                 continue
             if total == n and n <= 1 << 28 and _partition(shape, strides, run, n):
@@ -517,7 +521,7 @@ def _view_expr(w: _Writer, v: View) -> str:
         if perm is not None:
             return f"{name}.transpose({perm!r})"
     if offset == 0 and bstrides == contiguous_strides(bshape) and \
-            _numel(shape) == _numel(bshape) and \
+            numel(shape) == numel(bshape) and \
             same((shape, strides), (shape, contiguous_strides(shape))):
         return f"{name}.reshape({shape!r})"
     start = tuple(_start(v))
