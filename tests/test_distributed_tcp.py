@@ -17,6 +17,7 @@ import datetime
 import importlib.util
 import json
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -270,9 +271,27 @@ if __name__ == "__main__":
 '''
 
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port below the kernel's ephemeral range: a port the kernel handed out by
+    binding to 0 can be handed out again (to another test worker's connection) before the
+    program it is meant for binds it, and its rank then fails with EADDRINUSE."""
+    low = 32768
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        pass
+    for _ in range(200):
+        port = _PORTS.randrange(max(1024, low - 12000), low)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port found below the ephemeral range")
+
+
+_PORTS = random.SystemRandom()   # (not seeded alike in every test worker)
 
 
 def _env() -> dict:
