@@ -36,14 +36,28 @@ def test_default_thread_count_follows_omp_num_threads_as_torch(omp):
 
 
 def _one_and_two_threads(step):
-    """`step(fusegrad)` at one thread, then at two with a fresh pool, which must have been
-    used; asserts the results are bit-identical and returns the two-thread ones."""
+    """`step(fusegrad)` at one thread, then at two with a fresh pool, which (or the C
+    workers) must have been used; asserts the results are bit-identical and returns the
+    two-thread ones."""
     fusegrad.set_num_threads(1)
     one = step(fusegrad)
     fusegrad.set_num_threads(2)
     _parallel._forget_pool()
-    two = step(fusegrad)
-    assert _parallel._state.pool is not None  # the work was shared between threads
+    handed = []  # kernels handed to the C workers (`_native.run_pieces` looks them up)
+    lookup = _native.function
+
+    def looked_up(family, name, *rest):
+        if name == "fg_workers_call":
+            handed.append(family)
+        return lookup(family, name, *rest)
+
+    _native.function = looked_up
+    try:
+        two = step(fusegrad)
+    finally:
+        _native.function = lookup
+    # the work was shared between threads
+    assert _parallel._state.pool is not None or (handed and _native.workers_call_address())
     for a, b in zip(one, two):
         np.testing.assert_array_equal(a, b)
     return two

@@ -6,7 +6,9 @@ batch axis between first and last (with the bias add on the way out of the GEMM)
 NumPy builds each of these from several passes (a padded batch-last copy, then a strided
 copy; kh * kw strided adds into an accumulator, then a transposing copy), which share the
 GIL when split between threads; here each is one C call per range of channels, run on the
-intra-op pool without the GIL (`_parallel.share_by_cost`). Every function returns None when
+intra-op pool without the GIL (`_parallel.share_by_cost`: each piece takes a work buffer of
+its thread's own), and the moves of the batch axis, which need none, on the C workers
+(`_native.run_pieces`). Every function returns None when
 the C kernels are off or unavailable, or the arrays are not float32 / float64 and
 C-contiguous: the caller then takes its NumPy path.
 """
@@ -114,13 +116,10 @@ def batch_first(t: np.ndarray, bias: np.ndarray | None) -> np.ndarray | None:
     o, pixels, n = t.shape
     rows = o * pixels
     out = np.empty((n, o, pixels), dtype=t.dtype)
-    ta, oa = _native.address(t), _native.address(out)
-    ba = None if bias is None else _native.address(bias)
-
-    def channels(a: int, b: int) -> None:  # t as (o * pixels, n): rows of channels a..b
-        fn(ta, oa, ba, rows, n, pixels, a * pixels, b * pixels, 0, n)
-
-    _parallel.share_by_cost(channels, o, t.size, ("conv.batch_first", t.shape))
+    # t as (o * pixels, n), its rows shared (each row's bias is its channel's)
+    _native.run_pieces(fn, (_native.address(t), _native.address(out),
+                            None if bias is None else _native.address(bias), rows, n, pixels),
+                       (0, n), rows, t.size)
     return out
 
 
@@ -132,12 +131,9 @@ def batch_last(g: np.ndarray, slot: str) -> np.ndarray | None:
     n, o, pixels = g.shape
     cols = o * pixels
     out = _workspace.scratch(slot, (o, pixels, n), g.dtype)
-    ga, oa = _native.address(g), _native.address(out)
-
-    def channels(a: int, b: int) -> None:  # g as (n, o * pixels): columns of channels a..b
-        fn(ga, oa, None, n, cols, 1, 0, n, a * pixels, b * pixels)
-
-    _parallel.share_by_cost(channels, o, g.size, ("conv.batch_last", g.shape))
+    # g as (n, o * pixels), its columns shared
+    _native.run_pieces(fn, (_native.address(g), _native.address(out), None, n, cols, 1, 0, n),
+                       (), cols, g.size)
     return out
 
 
@@ -154,12 +150,9 @@ def transposed(a: np.ndarray) -> np.ndarray | None:
         return None
     rows, cols = a.shape
     out = np.empty((cols, rows), dtype=a.dtype)
-    aa, oa = _native.address(a), _native.address(out)
-
-    def part(i: int, j: int) -> None:  # source rows i..j
-        fn(aa, oa, None, rows, cols, 1, i, j, 0, cols)
-
-    _parallel.share_by_cost(part, rows, a.size, ("conv.transposed", a.shape))
+    # (source rows shared)
+    _native.run_pieces(fn, (_native.address(a), _native.address(out), None, rows, cols, 1),
+                       (0, cols), rows, a.size)
     return out
 
 

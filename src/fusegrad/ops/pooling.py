@@ -373,14 +373,9 @@ def _maxpool2d_native(x: np.ndarray, plan: _MaxPlan) -> tuple | None:
     oh, ow = plan.osz
     out = np.empty((n, c, oh, ow), dtype=x.dtype)
     idx = np.empty((n, c, oh, ow), dtype=np.int64)
-    arrays = (_native.address(x), _native.address(out), _native.address(idx))
-    geometry = (h, w, oh, ow, *plan.k, *plan.s, *plan.p, *plan.d)
-
-    def planes(start: int, stop: int) -> None:
-        fn(*arrays, start, stop, *geometry)
-
-    _parallel.share_by_cost(planes, n * c, out.size * plan.kk,
-                            ("maxpool2d", x.shape, x.dtype, geometry))
+    _native.run_pieces(fn, (_native.address(x), _native.address(out), _native.address(idx)),
+                       (h, w, oh, ow, *plan.k, *plan.s, *plan.p, *plan.d), n * c,
+                       out.size * plan.kk)
     return out, idx
 
 
@@ -399,13 +394,8 @@ def _maxpool2d_grad_native(g: np.ndarray, idx: np.ndarray, shape: tuple) -> np.n
     hw = math.prod(shape[-2:])
     ohw = g.size // rows if rows else 0
     out = np.empty(shape, dtype=g.dtype)
-    arrays = (_native.address(g), _native.address(idx), _native.address(out))
-
-    def planes(start: int, stop: int) -> None:
-        fn(*arrays, start, stop, hw, ohw)
-
-    _parallel.share_by_cost(planes, rows, rows * (hw + ohw),
-                            ("maxpool2d_grad", tuple(shape), g.shape, g.dtype))
+    _native.run_pieces(fn, (_native.address(g), _native.address(idx), _native.address(out)),
+                       (hw, ohw), rows, rows * (hw + ohw))
     return out
 
 

@@ -211,7 +211,7 @@ def _relu_native(a: np.ndarray, out: np.ndarray) -> bool:
     src = _native.address(a)
     dst = src if out is a else _native.address(out)
     n = a.size
-    _parallel.share_by_cost(lambda i, j: fn(src, dst, i, j), n, n, ("relu", n, a.dtype))
+    _native.run_pieces(fn, (src, dst), (), n, n)
     return True
 
 
@@ -286,8 +286,7 @@ def _relu_grad_array(g: np.ndarray, out: np.ndarray) -> np.ndarray:
             if n < RELU_NATIVE_MIN:
                 fn(pg, po, pr, 0, n)
             else:
-                _parallel.share_by_cost(lambda i, j: fn(pg, po, pr, i, j), n, 2 * n,
-                                        ("relu_grad", n, out.dtype))
+                _native.run_pieces(fn, (pg, po, pr), (), n, 2 * n)
             return res
     if n < RELU_ZERO_BLOCK:
         return np.multiply(g.view(ints), np.not_equal(out, zero)).view(g.dtype)
