@@ -80,3 +80,33 @@ def test_padding_only_offsets_with_two_threads_are_bit_identical_to_one():
         fusegrad.set_num_threads(before)
     for a, c in zip(one, two):
         np.testing.assert_array_equal(a, c)
+
+
+@pytest.mark.parametrize("dead, live", [(True, False), (False, True), (True, True)])
+def test_non_finite_weights_at_padding_only_offsets_multiply_nothing(dead, live,
+                                                                     monkeypatch):
+    """A NaN or infinite weight at an offset that reads only padding (a 3x3 kernel over 1x1
+    maps) multiplies nothing in PyTorch's kernels: the values stay finite. One at a live
+    offset spreads NaN as PyTorch's does. The finiteness check sums only the weights the
+    GEMMs multiply."""
+    x = np.linspace(-1.0, 1.0, 4 * 8, dtype=np.float32).reshape(4, 8, 1, 1)
+    w = np.linspace(-0.5, 0.5, 6 * 8 * 9, dtype=np.float32).reshape(6, 8, 3, 3)
+    if dead:
+        w[0, 0, 0, 0] = np.nan
+        w[1, 2, 2, 1] = np.inf
+    if live:
+        w[2, 3, 1, 1] = np.nan
+    summed = []
+    by_taps = conv_ops._by_taps
+
+    def recorded(x_, w_, wk, *rest):
+        summed.append(wk.size)
+        return by_taps(x_, w_, wk, *rest)
+
+    monkeypatch.setattr(conv_ops, "_by_taps", recorded)
+    b = np.zeros(6, np.float32)
+    got = _step(fusegrad, x, w, b, padding=1)
+    want = _step(torch, x, w, b, padding=1)
+    for g, r in zip(got, want):
+        np.testing.assert_allclose(g, r, rtol=1e-5, atol=1e-6)
+    assert summed == [6 * 8]  # the centre offset's weights only
