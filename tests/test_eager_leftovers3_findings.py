@@ -488,7 +488,10 @@ def test_lp_pool3d(norm, kw, dtype):
 
     ours, theirs = run(fg), run(torch)
     assert ours[:2] == theirs[:2]
-    tol = 1e-12 if dtype != "float32" else 1e-5
+    # By the result's dtype: an integer input's result is float32, whose root PyTorch's
+    # vectorized pow rounds to either neighbour depending on the CPU (AMD's: one ulp off
+    # the correctly rounded value fusegrad gives).
+    tol = 1e-12 if ours[0] != "float32" else 1e-5
     for a, b in zip(ours[2:], theirs[2:]):
         if b is None:
             assert a is None
