@@ -2,7 +2,9 @@
 
 Each is an instance of `tensortype`, a metaclass: calling the class builds a plain `Tensor` of
 its dtype (as PyTorch's legacy constructors do), and `isinstance(x, FloatTensor)` asks whether
-`x` is a float32 tensor. They are not subclasses of `Tensor`, as in PyTorch.
+`x` is a float32 tensor. They are not subclasses of `Tensor`, as in PyTorch. The CUDA classes
+(`fusegrad.cuda.FloatTensor`) exist as in PyTorch's CPU build: they answer `dtype`, `is_cuda`
+and `isinstance` (always False), and refuse construction.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import numbers
 import numpy as np
 
 from . import _dtype
+from ._sparse import strided
 from ._tensor import STATE_SLOTS, Size, Tensor
 
 # The C++ element type names PyTorch prints in a legacy constructor's dtype mismatch.
@@ -137,31 +140,114 @@ def legacy_new(dt: _dtype.dtype, args: tuple, kwargs: dict, any_dtype: bool = Fa
     return Tensor._make(np.zeros(_sizes(args), dt.np), dt)
 
 
+# PyTorch's error for anything that needs its CUDA library, which a CPU build lacks.
+CUDA_LIBRARY_MISSING = (
+    "Cannot initialize CUDA without ATen_cuda library. PyTorch splits its backend into two "
+    "shared libraries: a CPU library and a CUDA library; this error has occurred because you "
+    "are trying to use some CUDA functionality, but the CUDA library has not been loaded by "
+    "the dynamic linker for some reason.  The CUDA library MUST be loaded, EVEN IF you don't "
+    "directly use any symbols from the CUDA library! One common culprit is a lack of "
+    "-Wl,--no-as-needed in your link arguments; many dynamic linkers will delete dynamic "
+    "library dependencies if you don't depend on any of their symbols.  You can check if this "
+    "has occurred by using ldd on your binary to see if there is a dependency on *_cuda.so "
+    "library.")
+
+
+def torch_name(cls: type) -> str:
+    """A typed class's name as PyTorch spells it in messages: `torch.cuda.FloatTensor`."""
+    return cls.__module__.replace("fusegrad", "torch", 1) + "." + cls.__name__
+
+
+def unavailable_type(cls: type) -> TypeError:
+    """PyTorch's error for a typed class its build cannot make tensors of (CUDA's)."""
+    return TypeError(f"type {torch_name(cls)} not available. Torch not compiled with CUDA "
+                     f"enabled.")
+
+
 class tensortype(type):
     """The metaclass of `FloatTensor` and the other typed tensor classes."""
 
     dtype: _dtype.dtype
+    is_cuda: bool
 
     def __call__(cls, *args, **kwargs) -> Tensor:
+        if cls.is_cuda:
+            raise unavailable_type(cls)
         return legacy_new(cls.dtype, args, kwargs)
 
     def __instancecheck__(cls, obj) -> bool:
-        return isinstance(obj, Tensor) and obj.dtype is cls.dtype
+        # (every tensor is a CPU tensor: none is an instance of a CUDA class)
+        return not cls.is_cuda and isinstance(obj, Tensor) and obj.dtype is cls.dtype
 
     def __repr__(cls) -> str:
-        return f"<class 'fusegrad.{cls.__name__}'>"
+        return f"<class '{cls.__module__}.{cls.__name__}'>"
 
 
-def _make_types() -> dict:
+def _make_types(module: str) -> dict:
     types = {}
     for name in ("float32", "float64", "float16", "bfloat16", "int64", "int32", "int16",
                  "int8", "uint8", "bool"):
         dt = _dtype.BY_NAME[name]
         cls_name = f"{dt.legacy}Tensor"
         types[cls_name] = tensortype(cls_name, (), {
-            "dtype": dt, "is_cuda": False, "is_sparse": False, "__module__": "fusegrad",
+            "dtype": dt, "is_cuda": module.endswith(".cuda"), "is_sparse": False,
+            "layout": strided, "__module__": module,
             "__doc__": f"Legacy constructor and type test for {name} tensors."})
     return types
 
 
-TYPES = _make_types()
+TYPES = _make_types("fusegrad")
+CUDA_TYPES = _make_types("fusegrad.cuda")
+
+
+_TYPE_PARAMETERS = ("dtype", "non_blocking")
+
+
+def legacy_type_arguments(args: tuple, kwargs: dict) -> _dtype.dtype | None:
+    """The dtype `Tensor.type(*args, **kwargs)` converts to (None: it asks for the name),
+    after PyTorch's checks of `(dtype=None, non_blocking=False, *, memory_format=None)`."""
+    if len(args) > 2:
+        raise TypeError(f"type() takes from 0 to 2 positional arguments but {len(args)} were "
+                        f"given")
+    values = dict(zip(_TYPE_PARAMETERS, args))
+    for name, value in kwargs.items():
+        if name in values:
+            raise TypeError(f"type() got multiple values for argument '{name}'")
+        if name not in _TYPE_PARAMETERS and name != "memory_format":
+            raise TypeError(f"type() got an unexpected keyword argument '{name}'")
+        values[name] = value
+    blocking = values.get("non_blocking", False)
+    if blocking.__class__ is not bool:
+        where = "" if "non_blocking" in kwargs else " (position 2)"
+        raise TypeError(f"type(): argument 'non_blocking'{where} must be bool, not "
+                        f"{type(blocking).__name__}")
+    dtype = values.get("dtype")
+    return None if dtype is None else legacy_type_dtype(dtype)
+
+
+def legacy_type_dtype(spec) -> _dtype.dtype:
+    """The dtype a `Tensor.type` argument names: a dtype, a typed class, its name
+    (`"torch.DoubleTensor"`), or `Tensor` (the default dtype); a CUDA type is PyTorch's
+    missing-library error, anything else its ValueError or TypeError."""
+    if isinstance(spec, _dtype.dtype):
+        return spec
+    if isinstance(spec, str):
+        if spec.startswith("torch.cuda."):
+            raise RuntimeError(CUDA_LIBRARY_MISSING)
+        name = spec.rsplit(".", 1)[-1]
+        prefix = spec[:len(spec) - len(name)]
+        found = next((d for d in _dtype.ALL if f"{d.legacy}Tensor" == name), None)
+        if found is None or prefix not in ("torch.", "torch.sparse."):
+            raise ValueError(f"invalid type: '{spec}'")
+        return found
+    if isinstance(spec, tensortype):
+        if spec.is_cuda:
+            raise RuntimeError(CUDA_LIBRARY_MISSING)
+        return spec.dtype
+    if spec is Tensor:
+        return _dtype.get_default_dtype()
+    if isinstance(spec, type):
+        module = spec.__module__.replace("fusegrad", "torch", 1)
+        name = spec.__qualname__ if module == "builtins" else f"{module}.{spec.__qualname__}"
+        raise ValueError(f"invalid type: '{name}'")
+    raise TypeError("dtype must be a type, str, or dtype object")

@@ -26,6 +26,7 @@ from ._shapes import (
     wrap_dim,
 )
 from ._thread_state import local as _grad_local
+from ._type_names import python_type_name
 from ._warn import warn_once
 from .autograd import grad_mode as _grad_mode
 from .autograd import graph as _graph
@@ -78,6 +79,17 @@ def _real_value(value, c_type: str):
             raise RuntimeError(f"value cannot be converted to type {c_type} without overflow")
         return value.real
     return value
+
+
+def _is_int_dim(dim) -> bool:
+    """Whether `dim` is read as an int dim (anything with `__index__` but a bool)."""
+    return dim.__class__ is not bool and hasattr(type(dim), "__index__")
+
+
+def _not_int_dim(name: str, dim) -> TypeError:
+    """PyTorch's parser's error for `size(dim)` or `stride(dim)` given no int."""
+    return TypeError(f"{name}(): argument 'dim' (position 1) must be int, not "
+                     f"{python_type_name(dim)}")
 
 
 class Tensor:
@@ -137,6 +149,8 @@ class Tensor:
         """The shape, or the size of dimension `dim`."""
         if dim is None:
             return Size(self._data.shape)
+        if dim.__class__ is not int and not _is_int_dim(dim):
+            raise _not_int_dim("size", dim)
         if not self._data.ndim:
             raise IndexError(f"dimension specified as {dim} but tensor has no dimensions")
         return self._data.shape[wrap_dim(dim, self._data.ndim)]
@@ -182,6 +196,8 @@ class Tensor:
         st = elem_strides(self._data)
         if dim is None:
             return st
+        if dim.__class__ is not int and not _is_int_dim(dim):
+            raise _not_int_dim("stride", dim)
         return st[wrap_dim(dim, len(st))]
 
     def storage_offset(self) -> int:
@@ -641,20 +657,15 @@ class Tensor:
 
         return to_copy(self, dtype)
 
-    def type(self, dtype=None):
-        """The legacy type name (`torch.FloatTensor`), or a conversion to `dtype`."""
+    def type(self, *args, **kwargs):
+        """`type(dtype=None, non_blocking=False, *, memory_format=None)`: the legacy type name
+        (`torch.FloatTensor`), or a conversion to `dtype`: a dtype, a typed class
+        (`fusegrad.DoubleTensor`) or its name (`"torch.DoubleTensor"`)."""
+        from ._legacy_types import legacy_type_arguments
+
+        dtype = legacy_type_arguments(args, kwargs)
         if dtype is None:
             return f"torch.{self._dtype.legacy}Tensor"
-        if dtype in (float, int, bool, complex):  # Python types are no tensor types here
-            raise ValueError(f"invalid type: '{dtype.__name__}'")
-        if isinstance(dtype, str):
-            name = dtype.rsplit(".", 1)[-1].replace("Tensor", "")
-            found = next((d for d in _dtype.ALL if d.legacy == name), None)
-            if found is None or not (dtype.endswith("Tensor") and dtype.startswith("torch.")):
-                raise ValueError(f"invalid type: '{dtype}'")
-            dtype = found
-        elif isinstance(dtype, type):  # a typed class such as `fusegrad.DoubleTensor`
-            dtype = dtype.dtype
         return self.to(dtype)
 
     def type_as(self, other):

@@ -16,6 +16,7 @@ from __future__ import annotations
 import numbers
 import types
 
+from .. import _dtype
 from .._symbolic import SymInt
 from .._tensor import Tensor
 from .._type_names import python_type_name
@@ -96,6 +97,52 @@ def tensor_sequence(name: str, tensors, argument: str = "'tensors' (position 1)"
             raise TypeError(f"expected Tensor as element {i} in argument {index}, but got "
                             f"{python_type_name(t)}")
     return list(tensors)
+
+
+def _is_index(value) -> bool:
+    """Whether PyTorch's parser reads `value` as an int: a bool is none, a tensor only a 0-d
+    integer one."""
+    if isinstance(value, Tensor):
+        dt = value.dtype
+        return not value.ndim and not (dt.is_floating_point or dt.is_complex or
+                                       dt is _dtype.bool_)
+    return value.__class__ is not bool and hasattr(type(value), "__index__")
+
+
+def int_parameter(value, name: str, param: str, position: int):
+    """`value` (an `int` parameter: anything with `__index__` but a bool), or PyTorch's
+    parser's TypeError naming the argument and its `position`."""
+    if value.__class__ is int or _is_index(value):
+        return value
+    raise TypeError(f"{name}(): argument '{param}' (position {position}) must be int, not "
+                    f"{python_type_name(value)}")
+
+
+def int_parameters(name: str, first: int, *named) -> None:
+    """`int_parameter`'s check of each (parameter, value) pair in `named`, given by position
+    from `first` on."""
+    for position, (param, value) in enumerate(named, first):
+        int_parameter(value, name, param, position)
+
+
+def int_list_parameter(value, name: str, param: str, position: int):
+    """`value` (an `int[]` parameter: one int or a sequence of them), or PyTorch's parser's
+    TypeError: a first element that is no int is named as an element of the tuple, a later
+    one as a failure to unpack it (where a bool is taken as an int)."""
+    where = f"{name}(): argument '{param}' (position {position}) must be tuple of ints"
+    if isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            if i == 0 and not _is_index(item):
+                raise TypeError(f"{where}, but found element of type "
+                                f"{python_type_name(item)} at pos 0")
+            if not hasattr(type(item), "__index__"):
+                raise TypeError(f"{name}(): argument '{param}' failed to unpack the object at "
+                                f"pos {i + 1} with error \"type must be tuple of ints,but got "
+                                f"{python_type_name(item)}\"")
+        return value
+    if not _is_index(value):
+        raise TypeError(f"{where}, not {python_type_name(value)}")
+    return value
 
 
 # The name a method's copy gives the public function's `out` parameter: no call passes it,

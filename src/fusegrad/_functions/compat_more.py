@@ -13,7 +13,7 @@ import operator
 
 import numpy as np
 
-from .. import _creation, _dtype
+from .. import _creation, _dtype, _legacy_types
 from .._tensor import Tensor
 from .._torch_function import warn_once_at
 from .._warn import is_warn_always_enabled, set_warn_always
@@ -86,11 +86,20 @@ def set_default_tensor_type(t) -> None:
     warn_once_at(2, "torch.set_default_tensor_type() is deprecated as of PyTorch 2.1, please use "
                   "torch.set_default_dtype() and torch.set_default_device() as alternatives.")
     if isinstance(t, str):
-        t = getattr(fusegrad, t.split(".", 1)[1] if t.startswith("torch.") else t)
-    dtype = getattr(t, "dtype", None)
-    if not isinstance(dtype, _dtype.dtype) or not dtype.is_floating_point:
+        # a dotted name below the namespace, as PyTorch resolves it below `torch`
+        owner, *path = t.split(".")
+        found = fusegrad if owner == "torch" else getattr(fusegrad, owner)
+        for part in path:
+            found = getattr(found, part)
+        t = found
+    if not isinstance(t, _legacy_types.tensortype):
+        raise TypeError("invalid type object: only floating-point types are supported as the "
+                        "default type")
+    if t.is_cuda:
+        raise _legacy_types.unavailable_type(t)
+    if not t.dtype.is_floating_point:
         raise TypeError("only floating-point types are supported as the default type")
-    _dtype.set_default_dtype(dtype)
+    _dtype.set_default_dtype(t.dtype)
 
 
 def get_device(input: Tensor) -> int:

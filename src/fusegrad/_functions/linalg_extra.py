@@ -24,6 +24,7 @@ from ..ops import solvers as V
 from ..ops.views import unsafe_view as _unsafe_view_op
 from .linear_algebra import tensordot
 from .pointwise import where
+from .shape import int_argument
 
 __all__ = [
     "det", "inverse", "slogdet", "logdet", "pinverse", "svd", "qr", "cholesky",
@@ -197,6 +198,8 @@ def ormqr(input: Tensor, input2: Tensor, input3: Tensor, left: bool = True,
 
 def matrix_power(input: Tensor, n: int, *, out=None) -> Tensor:
     """`linalg.matrix_power`."""
+    if n.__class__ is not int:
+        n = int_argument(n)  # (never a float truncated: PyTorch's parser takes ints only)
     return _linalg().matrix_power(input, n)
 
 

@@ -32,7 +32,7 @@ from .lazy_methods import forwarding_method, resolve
 from .linear_algebra import matmul
 from .pointwise import bitwise_not, floor_divide, pow, remainder, where
 from .reduction import TOPK, topk
-from .shape import expand, reshape, tril, triu, view
+from .shape import diagonal_argument, expand, reshape, tril, triu, view
 
 # ---------------------------------------------------------------- forms made from an op
 
@@ -353,16 +353,22 @@ def _clamp_(self, min=None, max=None):  # noqa: A002
 def _cumsum_(self, dim=None, *, dtype=None, axis=None):
     """In-place cumsum (`dtype`, if given, must be the tensor's own)."""
     dim = required_dim("cumsum_", dim, axis)
+    if dim.__class__ is not int:
+        _args.int_parameter(dim, "cumsum_", "dim", 1)
     return call(R.cumsum_, self, dim) if dtype is None else call(R.cumsum_, self, dim, dtype)
 
 
 def _tril_(self, diagonal=0):
     """In place: the lower triangle kept, the rest zero."""
+    if diagonal.__class__ is not int:
+        diagonal = diagonal_argument("tril_", diagonal, True)
     return copy_(self, tril(self, diagonal))
 
 
 def _triu_(self, diagonal=0):
     """In place: the upper triangle kept, the rest zero."""
+    if diagonal.__class__ is not int:
+        diagonal = diagonal_argument("triu_", diagonal, True)
     return copy_(self, triu(self, diagonal))
 
 

@@ -14,10 +14,12 @@ import numpy as np
 from .._dispatch import call
 from .._tensor import Tensor
 from .._torch_function import warning_stacklevel
+from .._type_names import python_type_name
 from ..ops import linalg as L
 from ..ops import nn as N
 from ..ops import scans as SC
 from .inplace import copy_, fill_
+from .shape import int_argument
 
 
 def _addmm_(self: Tensor, mat1: Tensor, mat2: Tensor, *, beta=1, alpha=1) -> Tensor:
@@ -53,6 +55,9 @@ def _cumprod_(self: Tensor, dim: int, *, dtype=None) -> Tensor:
 def _fill_diagonal_(self: Tensor, fill_value, wrap: bool = False) -> Tensor:
     """Fill the main diagonal (all indices equal) in place; `wrap` continues below a tall
     matrix's square part every `columns + 1` elements."""
+    if wrap.__class__ is not builtins.bool:  # (PyTorch's parser takes a bool only)
+        raise TypeError(f"fill_diagonal_(): argument 'wrap' (position 2) must be bool, not "
+                        f"{python_type_name(wrap)}")
     if self.dim() < 2:
         raise RuntimeError("dimensions must larger than 1")
     n = self.shape[0]
@@ -81,7 +86,7 @@ def _sum_to_size(self: Tensor, *size) -> Tensor:
     """Sum `self` down to `size`, which `self` must be expandable from."""
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = tuple(size[0])
-    size = tuple(int(s) for s in size)
+    size = tuple(int_argument(s) for s in size)
     shape = tuple(self.shape)
     lead = len(shape) - len(size)
     if lead < 0 or any(s != 1 and s != d for s, d in zip(size, shape[lead:])):

@@ -175,31 +175,31 @@ def _softmax_args(name: str, args: tuple, kwargs: dict, axis, method: bool) -> t
     return _args.index(dim), None if dtype is None else _softmax_dtype(name, dtype)
 
 
-def softmax(input, *args, _stacklevel=3, axis=_NOT_GIVEN, out=None, **kwargs):
-    """exp(x) / sum(exp(x)) along `dim`."""
-    if axis is _NOT_GIVEN:  # (the common calls: one int dim, by position or keyword)
-        if len(args) == 1 and args[0].__class__ is int and not kwargs:
-            return call(R.softmax, input, args[0], False)
-        if not args and len(kwargs) == 1 and kwargs.get("dim").__class__ is int:
-            return call(R.softmax, input, kwargs["dim"], False)
-    dim, dtype = _softmax_args("softmax", args, kwargs, axis, _args.is_method_copy(locals()))
-    if dtype is not None:
-        input = input.to(dtype)
-    return call(R.softmax, input, dim, False)
+def _softmax_like(op, name: str, doc: str):
+    """softmax or log_softmax (`op`, named `name`): the common calls (one int dim, by
+    position or keyword) go straight to the op; any other is read by `_softmax_args`."""
+
+    def fn(input, *args, _stacklevel=3, axis=_NOT_GIVEN, out=None, **kwargs):
+        if axis is _NOT_GIVEN:
+            if len(args) == 1 and args[0].__class__ is int and not kwargs:
+                return call(op, input, args[0], False)
+            if not args and len(kwargs) == 1 and kwargs.get("dim").__class__ is int:
+                return call(op, input, kwargs["dim"], False)
+        dim, dtype = _softmax_args(name, args, kwargs, axis, _args.is_method_copy(locals()))
+        if dtype is not None:
+            input = input.to(dtype)
+        return call(op, input, dim, False)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = doc
+    return fn
 
 
-def log_softmax(input, *args, _stacklevel=3, axis=_NOT_GIVEN, out=None, **kwargs):
-    """log(softmax(x)) along `dim`, computed stably."""
-    if axis is _NOT_GIVEN:  # (the common calls: one int dim, by position or keyword)
-        if len(args) == 1 and args[0].__class__ is int and not kwargs:
-            return call(R.log_softmax, input, args[0], False)
-        if not args and len(kwargs) == 1 and kwargs.get("dim").__class__ is int:
-            return call(R.log_softmax, input, kwargs["dim"], False)
-    dim, dtype = _softmax_args("log_softmax", args, kwargs, axis,
-                               _args.is_method_copy(locals()))
-    if dtype is not None:
-        input = input.to(dtype)
-    return call(R.log_softmax, input, dim, False)
+softmax = _softmax_like(R.softmax, "softmax", "exp(x) / sum(exp(x)) along `dim`.")
+log_softmax = _softmax_like(R.log_softmax, "log_softmax",
+                            "log(softmax(x)) along `dim`, computed stably.")
+
+
 # ---------------------------------------------------------------- more reductions
 
 def _rt(name, pair):

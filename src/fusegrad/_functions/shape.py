@@ -9,11 +9,14 @@ import itertools
 import numbers
 import operator
 
+import numpy as np
+
 from .. import _dtype
 from .._dispatch import call, call1, call3
 from .._symbolic import SymInt, size_int
 from .._tensor import Tensor
 from .._torch_function import warning_stacklevel as _warning_stacklevel
+from .._type_names import python_type_name
 from ..ops import reductions as RD
 from ..ops import rnn as RN
 from ..ops import shape as S
@@ -37,14 +40,21 @@ def _shape_args(shape) -> tuple:
                 break
         else:
             return shape
-    return tuple(map(_size, shape))
+    return tuple(map(int_argument, shape))
 
 
-def _size(s):
-    """One size of a shape argument: an integer (a 0-d integer tensor read as one) or a traced
-    size kept symbolic. A float is refused (`operator.index`'s TypeError), never truncated:
-    PyTorch's parser takes ints only."""
-    return s if s.__class__ is SymInt or s.__class__ is int else operator.index(s)
+def int_argument(value, fake_tensor: bool = False):
+    """An int parameter's value or one size of a shape argument: an integer (a 0-d integer
+    tensor read as one) or a traced size kept symbolic; with `fake_tensor`, a tensor without
+    data (capture's stand-in for a 0-d integer tensor) too, as it is. Anything else (a float)
+    is the TypeError of `__index__`, never truncated: PyTorch's parser takes ints only, and
+    the public function's wrapper words that error as PyTorch's parser does (`argument
+    'diagonal' (position 2) must be int, not float`)."""
+    if value.__class__ is int or value.__class__ is SymInt:
+        return value
+    if fake_tensor and isinstance(value, Tensor) and value._data is None:
+        return value
+    return operator.index(value)
 
 
 def _keyword_shape(caller: str, name: str, given: tuple, keyword) -> tuple:
@@ -372,7 +382,7 @@ def tile(input, *spread, dims=None):
         dims = _spread("tile", "dims", spread, dims)
     elif dims is None:
         raise _args.missing("tile", "dims")
-    dims = tuple(map(_size, _args.dims(dims)))
+    dims = tuple(map(int_argument, _args.dims(dims)))
     if len(dims) < input.ndim:
         dims = (1,) * (input.ndim - len(dims)) + dims
     return call(S.repeat, input, dims)
@@ -402,6 +412,9 @@ def split(tensor, split_size_or_sections, dim=0):
         size = size.__index__()
     if isinstance(size, (numbers.Integral, SymInt)):  # (a traced size stays symbolic)
         return call(S.split, tensor, size_int(size), dim)
+    # (anything else is split_with_sizes's list of sizes, as PyTorch's `Tensor.split` passes
+    # it on, by position, to the C function, whose parser refuses what is no int)
+    _args.int_list_parameter(size, "split_with_sizes", "split_sizes", 2)
     return call(S.split_with_sizes, tensor, [int(s) for s in size], dim)
 
 
@@ -410,7 +423,7 @@ def chunk(input, chunks, dim=0, *, axis=None):
     if dim.__class__ is not int or axis is not None:
         dim = _dim_at("chunk", dim, axis)
     if chunks.__class__ is not int:
-        chunks = _int_argument(chunks)
+        chunks = int_argument(chunks, fake_tensor=True)
     if chunks <= 0:
         raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
     size = input.shape[wrap_dim(dim, input.ndim)]
@@ -423,20 +436,23 @@ def unsafe_split(tensor, split_size, dim=0, *, axis=None):
     """Like `split`, but the pieces are copies whose gradient node is UnsafeSplitBackward0."""
     if dim.__class__ is not int or axis is not None:
         dim = _dim_at("unsafe_split", dim, axis)
-    return call(RN.unsafe_split, tensor, int(split_size), dim)
+    return call(RN.unsafe_split, tensor, int_argument(split_size), dim)
 
 
 def unsafe_chunk(input, chunks, dim=0, *, axis=None):
     """Like `chunk`, but the pieces are copies (UnsafeSplitBackward0)."""
     if dim.__class__ is not int or axis is not None:
         dim = _dim_at("unsafe_chunk", dim, axis)
+    chunks = int_argument(chunks)
     if chunks <= 0:
         raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
-    return call(RN.unsafe_chunk, input, int(chunks), dim)
+    return call(RN.unsafe_chunk, input, chunks, dim)
 
 
 def transpose_(self, dim0, dim1):
     """Swap two dimensions of `self` in place (its strides change; no data moves)."""
+    if dim0.__class__ is not int or dim1.__class__ is not int:
+        _args.int_parameters("transpose_", 1, ("dim0", dim0), ("dim1", dim1))
     return call(RN.transpose_, self, dim0, dim1)
 
 
@@ -541,25 +557,29 @@ def roll(input, shifts, dims=None):
 def tril(input, diagonal=0, *, out=None):
     """The lower triangle (below `diagonal`) of the last two dims; zeros elsewhere."""
     if diagonal.__class__ is not int:
-        diagonal = _int_argument(diagonal)
+        diagonal = diagonal_argument("tril", diagonal, _args.is_method_copy(locals()))
     return call(S.tril, input, diagonal)
 
 
 def triu(input, diagonal=0, *, out=None):
     """The upper triangle (above `diagonal`) of the last two dims; zeros elsewhere."""
     if diagonal.__class__ is not int:
-        diagonal = _int_argument(diagonal)
+        diagonal = diagonal_argument("triu", diagonal, _args.is_method_copy(locals()))
     return call(S.triu, input, diagonal)
 
 
-def _int_argument(value):
-    """An int parameter's value: an integer (a 0-d integer tensor read as one) or a traced
-    size. Anything else (a float) is the TypeError of `__index__`, which the public
-    function's wrapper words as PyTorch's parser does (`argument 'diagonal' (position 2)
-    must be int, not float`)."""
-    if value.__class__ is SymInt or isinstance(value, Tensor) and value._data is None:
-        return value
-    return operator.index(value)
+def diagonal_argument(name: str, diagonal, method: bool):
+    """tril's or triu's `diagonal` (`int_argument`'s), or PyTorch's parser's TypeError for
+    anything else (a bool, a float, a floating tensor), which names its position for a call
+    of the method (`method`) or the function. (A method given it by keyword: PyTorch names
+    no position there, this text does.)"""
+    if diagonal.__class__ is not bool:
+        try:
+            return int_argument(diagonal, fake_tensor=True)
+        except TypeError:
+            pass
+    raise TypeError(f"{name}(): argument 'diagonal' (position {1 if method else 2}) must be "
+                    f"int, not {python_type_name(diagonal)}")
 
 
 def diagonal(input, offset=0, dim1=0, dim2=1):
@@ -574,6 +594,8 @@ def diag_embed(input, offset=0, dim1=-2, dim2=-1):
 
 def diag(input, diagonal=0, *, out=None):
     """The diagonal of a matrix, or the matrix with a vector on its diagonal."""
+    if diagonal.__class__ is not int:
+        diagonal = diagonal_argument("diag", diagonal, _args.is_method_copy(locals()))
     if input.ndim == 1:
         return diag_embed(input, diagonal, 0, 1)
     if input.ndim != 2:
@@ -587,6 +609,33 @@ diagonal_fn = diagonal
 def trace(input):
     """Sum of the main diagonal."""
     return call(RD.trace, input)
+
+
+def _matrix_lines(values) -> list:
+    """The rows of a 2-D array as PyTorch's C++ printer writes them: every value in one
+    width (its widest magnitude's and a sign), integers as they are, others with 4 decimals."""
+    integral = values.dtype.kind in "iub" or bool(np.all(np.mod(values, 1) == 0))
+    texts = [[str(int(v)) if integral else f"{v:.4f}" for v in row] for row in values]
+    width = max(len(t.lstrip("-")) for row in texts for t in row) + 1
+    return [" ".join(t.rjust(width) for t in row) for row in texts]
+
+
+def _printed_as_in_cpp(t: Tensor) -> str:
+    """`t` as PyTorch's C++ printer writes it in messages (its values, then `[ torch.
+    FloatTensor{2,2} ]`), for tensors of two dims or more."""
+    footer = f"[ torch.{t.dtype.legacy}Tensor{{{','.join(str(n) for n in t.shape)}}} ]"
+    values = t.detach().numpy()
+    if values.size == 0:
+        return footer
+    if values.ndim == 2:
+        return "\n".join(_matrix_lines(values)) + "\n" + footer
+    blocks = []
+    for index in np.ndindex(values.shape[:-2]):
+        head = "(" + ",".join(str(i + 1) for i in index) + ",.,.) = \n"
+        blocks.append(head + "\n ".join(_matrix_lines(values[index])))
+    return "\n\n".join(blocks) + "\n" + footer
+
+
 def meshgrid(*tensors, indexing=None):
     """Coordinate grids from 1-D tensors (`ij` indexing unless `xy` is asked for)."""
     if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
@@ -606,6 +655,10 @@ def meshgrid(*tensors, indexing=None):
     if indexing not in ("ij", "xy"):
         raise RuntimeError(f'torch.meshgrid: indexing must be one of "xy" or "ij", but '
                            f"received: {indexing}")
+    for t in tensors:
+        if t.ndim > 1:
+            raise RuntimeError("torch.meshgrid: Expected 0D or 1D tensor in the tensor list "
+                               f"but got: {_printed_as_in_cpp(t)}")
     swap = indexing == "xy" and len(tensors) >= 2
     ts = list(tensors)
     if swap:

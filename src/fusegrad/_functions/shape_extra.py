@@ -27,7 +27,7 @@ from ..ops._util import wrap_dim
 from . import _args
 from .indexing import index_select, masked_select
 from .inplace import contiguous
-from .shape import cat, diag_embed, meshgrid, narrow, stack, view, vstack
+from .shape import cat, diag_embed, int_argument, meshgrid, narrow, stack, view, vstack
 
 # ---------------------------------------------------------------- atleast, stacking
 
@@ -244,7 +244,7 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None) -> Ten
                                f"repeats.size(0) = {counts.size} and input.size({d}) = "
                                f"{input.shape[d]}")
         return index_select(input, d, tensor(np.repeat(np.arange(counts.size), counts)))
-    k = int(repeats)
+    k = int_argument(repeats)  # (a float is refused, never truncated)
     if k < 0:
         raise RuntimeError("Repeats must be non-negative")
     shape = list(input.shape)
@@ -279,7 +279,7 @@ def diagflat(input: Tensor, offset: int = 0) -> Tensor:
 def split_with_sizes(input: Tensor, split_sizes, dim: int = 0, *, axis=None):
     """Views of the listed sizes along `dim`."""
     dim = _args.index(_args.axis("split_with_sizes", dim, axis, 0))
-    return call(S.split_with_sizes, input, list(split_sizes), dim)
+    return call(S.split_with_sizes, input, [int_argument(s) for s in split_sizes], dim)
 
 
 def narrow_copy(input: Tensor, dim: int | None = None, start: int | None = None,
@@ -289,7 +289,11 @@ def narrow_copy(input: Tensor, dim: int | None = None, start: int | None = None,
         raise TypeError('narrow_copy() missing 3 required positional argument: "dim", '
                         '"start", "length"')
     dim = _args.index(_args.required_dim("narrow_copy", dim, axis))
-    return call(SX.narrow_copy, input, dim, _args.index(start), _args.index(length))
+    start, length = _args.index(start), _args.index(length)
+    if start.__class__ is not int or length.__class__ is not int:
+        _args.int_parameters("narrow_copy", 2 if _args.is_method_copy(locals()) else 3,
+                             ("start", start), ("length", length))
+    return call(SX.narrow_copy, input, dim, start, length)
 
 
 def unique_consecutive(input: Tensor, return_inverse: bool = False,

@@ -287,6 +287,8 @@ def corrcoef(input: Tensor) -> Tensor:
 def histc(input: Tensor, bins: int = 100, min=0, max=0, *, out=None) -> Tensor:  # noqa: A002
     """Counts of `input` in `bins` equal bins over [min, max] (the data's range when both
     are 0); values outside are ignored."""
+    if bins.__class__ is not int:
+        _args.int_parameter(bins, "histc", "bins", 1 if _args.is_method_copy(locals()) else 2)
     return call(ST.histc, input, bins, min, max)
 
 

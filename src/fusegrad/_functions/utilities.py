@@ -343,6 +343,12 @@ def resize_(self: Tensor, *sizes, size=None, memory_format=None) -> Tensor:
     the storage's from there on (not `self`'s in logical order), and elements past the
     storage's end are zero (PyTorch leaves them uninitialised). Not recorded by autograd; a
     new shape bumps the version counter, as PyTorch's does."""
+    if size is None and not sizes:
+        raise _args.missing("resize_", "size")
+    given = size if size is not None else sizes[0] if len(sizes) == 1 else sizes
+    if given.__class__ is not int and (given.__class__ is not tuple or
+                                       any(s.__class__ is not int for s in given)):
+        _args.int_list_parameter(given, "resize_", "size", 1)  # (a float: never truncated)
     shape = resize_shape(sizes, size, self.requires_grad)
     lookup = _tensor.tangent_lookup  # (set at an open forward AD level)
     if lookup is not None and lookup(self) is not None:
@@ -400,7 +406,10 @@ def squeeze_(self: Tensor, *dims, dim=None, axis=None) -> Tensor:
 
 def unsqueeze_(self: Tensor, dim: int | None = None, *, axis=None) -> Tensor:
     """Insert a size-1 dimension into `self` in place."""
-    return call(SX.unsqueeze_, self, _args.index(_args.required_dim("unsqueeze_", dim, axis)))
+    dim = _args.index(_args.required_dim("unsqueeze_", dim, axis))
+    if dim.__class__ is not int:
+        _args.int_parameter(dim, "unsqueeze_", "dim", 1)
+    return call(SX.unsqueeze_, self, dim)
 
 
 def t_(self: Tensor) -> Tensor:
@@ -421,6 +430,10 @@ def swapdims_(self: Tensor, dim0: int, dim1: int) -> Tensor:
 def unfold(self: Tensor, dimension: int, size: int, step: int) -> Tensor:
     """A view of all windows of `size` elements, `step` apart, along `dimension` (a new last
     dimension indexes within a window)."""
+    if dimension.__class__ is not int or size.__class__ is not int or \
+            step.__class__ is not int:
+        _args.int_parameters("unfold", 1, ("dimension", dimension), ("size", size),
+                             ("step", step))
     return call(SX.unfold, self, dimension, size, step)
 
 

@@ -10,7 +10,7 @@ from .._tensor import Tensor
 from ..autograd.grad_mode import is_grad_enabled
 from ..ops.view_copies import COPIES as C
 from . import _args
-from .shape import _shape_args
+from .shape import _shape_args, int_argument
 
 
 def permute_copy(input: Tensor, dims, *, out=None) -> Tensor:
@@ -127,7 +127,9 @@ def split_with_sizes_copy(input: Tensor, split_sizes, dim: int = 0, *,
     tensors; None returned)."""
     if out is not None:
         _check_outs(out, "split_with_sizes_copy", 3)
-    pieces = tuple(call(C["split_with_sizes_copy"], input, [int(s) for s in split_sizes],
+    # (a function only: its sizes are always its second argument)
+    _args.int_list_parameter(split_sizes, "split_with_sizes_copy", "split_sizes", 2)
+    pieces = tuple(call(C["split_with_sizes_copy"], input, [int_argument(s) for s in split_sizes],
                         dim))
     if out is None:
         return pieces
@@ -140,7 +142,7 @@ def unsafe_split_with_sizes(input: Tensor, split_sizes, dim: int = 0) -> tuple:
     """The pieces of `input.split(split_sizes, dim)` as independent tensors (copies)."""
     from ..ops.view_copies import unsafe_split_with_sizes as op
 
-    return tuple(call(op, input, [int(s) for s in split_sizes], dim))
+    return tuple(call(op, input, [int_argument(s) for s in split_sizes], dim))
 
 
 def unbind_copy(input: Tensor, dim: int = 0, *, out=None) -> tuple | None:

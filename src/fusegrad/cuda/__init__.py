@@ -13,6 +13,8 @@ import warnings
 from collections import OrderedDict
 from typing import Any
 
+from .._legacy_types import CUDA_TYPES
+
 _NOT_COMPILED = "Torch not compiled with CUDA enabled"
 
 
@@ -281,6 +283,11 @@ def set_stream(stream: Stream | None) -> None:
     if stream is None:
         return
     raise AttributeError(f"'{type(stream).__name__}' object has no attribute 'stream_id'")
+
+
+# `FloatTensor`, `LongTensor`, ...: the CUDA typed classes, which a CPU build has but cannot
+# construct.
+globals().update(CUDA_TYPES)
 
 
 def __getattr__(name: str):

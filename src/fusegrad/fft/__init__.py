@@ -22,6 +22,7 @@ from .. import _dtype, _out
 from .._autocast import composite
 from .._creation import tensor as _tensor
 from .._dispatch import call
+from .._scalar_conversion import not_implemented_for
 from .._tensor import Tensor
 from .._warn import warn_at_caller
 from ..autograd.grad_mode import is_grad_enabled as _grad_enabled
@@ -360,7 +361,7 @@ def _frequencies(name: str, k, size: int, n: int, d: float, out, dtype,
     if not (dt.is_floating_point or dt.is_complex):
         raise RuntimeError(f"{name} requires a floating point or complex dtype")
     if dt.is_complex:
-        raise NotImplementedError(f'"arange_cpu" not implemented for \'{dt.legacy}\'')
+        raise not_implemented_for("arange_cpu", dt)
     k = np.zeros(0) if k is None else k
     with np.errstate(divide="ignore", invalid="ignore"):
         scale = np.float64(1.0) / np.float64(n * d)

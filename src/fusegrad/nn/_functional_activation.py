@@ -10,6 +10,7 @@ import warnings
 
 from .. import _dtype
 from .._dispatch import call
+from .._functions._args import int_parameter
 from .._scalar_conversion import not_implemented_for
 from .._tensor import Tensor
 from .._torch_function import warning_stacklevel
@@ -145,6 +146,8 @@ def threshold_(input: Tensor, threshold: float, value: float) -> Tensor:
 
 def glu(input: Tensor, dim: int = -1) -> Tensor:
     """a * sigmoid(b), where a and b are the halves of `input` along `dim`."""
+    if dim.__class__ is not int:  # (PyTorch's C function takes it by position, always)
+        dim = int_parameter(dim, "glu", "dim", 2)
     return call(K.glu, input, dim)
 
 

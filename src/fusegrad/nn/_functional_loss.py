@@ -14,6 +14,7 @@ from .. import _dtype
 from .._autocast import composite
 from .._dispatch import call
 from .._fake import DataDependentOutputError, FakeTensor, FakeTensorMode
+from .._functions._args import int_parameter
 from .._tensor import Tensor
 from .._thread_state import active as _active
 from .._thread_state import local as _local
@@ -350,6 +351,8 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
              reduction="mean") -> Tensor:
     """Negative log-likelihood of log-probabilities `input` (N, C, ...) at class `target`."""
     reduction = _reduction(size_average, reduce, reduction)
+    if ignore_index.__class__ is not int:  # (PyTorch's C function takes it by position)
+        int_parameter(ignore_index, "nll_loss_nd", "ignore_index", 5)
     return _nll(input, target, weight, REDUCTION_ENUM[reduction], ignore_index)
 
 
@@ -403,6 +406,8 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
     holds class indices or class probabilities. Label smoothing is composed as PyTorch
     composes it (masked_fill, then the two terms scaled by `mul.Scalar`)."""
     reduction = _reduction(size_average, reduce, reduction)
+    if ignore_index.__class__ is not int:  # (PyTorch's C function takes it by position)
+        int_parameter(ignore_index, "cross_entropy_loss", "ignore_index", 5)
     # PyTorch refuses only a value above 1: a negative (or NaN) one smooths nothing.
     if label_smoothing > 1.0:
         raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: "

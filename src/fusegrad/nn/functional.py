@@ -18,6 +18,7 @@ from .._autocast import composite
 from .._creation import zeros_like
 from .._dispatch import call
 from .._dtype import dtype as _dtype_cls
+from .._functions._args import int_list_parameter
 from .._shapes import broadcast_shapes as _broadcast_shapes
 from .._symbolic import SymInt
 from .._tensor import Tensor
@@ -124,9 +125,9 @@ from ._functional_loss import (  # noqa: F401
 def _ntuple(x, n: int, name: str = "") -> list:
     if type(x) is int:  # the common case, without the ABC check below (a few us per layer)
         return [x] * n
-    if isinstance(x, numbers.Integral):
-        return [int(x)] * n
-    x = [int(v) for v in x]
+    if isinstance(x, numbers.Integral) or isinstance(x, Tensor) and not x.ndim:
+        return [operator.index(x)] * n  # (a 0-d integer tensor is an int, a float none)
+    x = [operator.index(v) for v in x]  # (a float is refused, never truncated)
     if len(x) == 1 and n > 1:
         return x * n
     return x
@@ -397,15 +398,33 @@ def _max_pool(op, nd, input, kernel_size, stride, padding, dilation, ceil_mode,
     if input.dim() not in (nd + 1, nd + 2):  # checked first, before the arguments
         raise RuntimeError(f"non-empty {nd + 1}D or {nd + 2}D (batch mode) tensor expected for "
                            "input")
+    _check_pool_sizes(f"max_pool{nd}d" + ("_with_indices" if return_indices else ""),
+                      kernel_size, stride, padding, dilation)
+    if ceil_mode.__class__ is not bool:  # (passed on by position by PyTorch's Python)
+        raise TypeError(f"max_pool{nd}d" + ("_with_indices" if return_indices else "") +
+                        "(): argument 'ceil_mode' (position 6) must be bool, not "
+                        f"{python_type_name(ceil_mode)}")
     k = _ntuple(kernel_size, nd)
     s = _ntuple(stride, nd) if stride not in (None, [], ()) else k
     out, idx = call(op, input, k, s, _ntuple(padding, nd), _ntuple(dilation, nd), ceil_mode)
     return (out, idx) if return_indices else out
 
 
+def _check_pool_sizes(name: str, kernel_size, stride, padding, dilation=1) -> None:
+    """PyTorch's parser's errors for a pooling's size arguments (`int[]` each, positions 2
+    to 5) that are no ints: they would be truncated here."""
+    for position, param, value in ((2, "kernel_size", kernel_size), (3, "stride", stride),
+                                   (4, "padding", padding), (5, "dilation", dilation)):
+        # (a stride of None is the kernel's size)
+        if value.__class__ is not int and (value is not None or param == "kernel_size"):
+            int_list_parameter(value, name, param, position)
+
+
 def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                return_indices=False):
     """1-D max pooling (as a height-1 2-D pooling)."""
+    _check_pool_sizes("max_pool1d" + ("_with_indices" if return_indices else ""),
+                      kernel_size, stride, padding, dilation)
     if return_indices:
         _check_rank_1d(input, "max_pool1d")
     else:
@@ -435,6 +454,13 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
 
 def _avg_pool(op, nd, input, kernel_size, stride, padding, ceil_mode, count_include_pad,
               divisor_override):
+    _check_pool_sizes(f"avg_pool{nd}d", kernel_size, stride, padding)
+    if divisor_override is not None and divisor_override.__class__ is not int and (
+            divisor_override.__class__ is bool or
+            not hasattr(type(divisor_override), "__index__")):
+        # (never truncated; named as given by keyword, its usual spelling)
+        raise TypeError(f"avg_pool{nd}d(): argument 'divisor_override' must be int, not "
+                        f"{python_type_name(divisor_override)}")
     k = _ntuple(kernel_size, nd)
     s = _ntuple(stride, nd) if stride not in (None, [], ()) else k
     return call(op, input, k, s, _ntuple(padding, nd), ceil_mode, count_include_pad,
@@ -452,6 +478,7 @@ def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                count_include_pad=True):
     """1-D average pooling (as a height-1 2-D pooling)."""
     _check_rank_1d(input, "avg_pool1d")
+    _check_pool_sizes("avg_pool1d", kernel_size, stride, padding)
     k = _ntuple(kernel_size, 1)[0]
     s = _ntuple(stride, 1)[0] if stride not in (None, [], ()) else k
     return avg_pool2d(input.unsqueeze(-2), (1, k), (1, s), (0, _ntuple(padding, 1)[0]),

@@ -19,6 +19,7 @@ import numpy as np
 
 from .. import _dtype
 from .._dtype import COMPLEX, FLOAT, FROM_NP
+from .._scalar_conversion import not_implemented_for
 from ._util import Spec, broadcast_shapes, float_np, rand_array, shape_of
 from .registry import Sample, inplace_variant, register
 
@@ -257,9 +258,9 @@ def sgn_complex_derivative(g, a):
 
 # ---------------------------------------------------------------- ops without complex kernels
 
-_NOT_IMPL = '"{}" not implemented for \'{{}}\''
 # PyTorch's error for each op (and its in-place forms) that has no complex kernel: the
-# type and message it raises for a complex operand (`{}`: the dtype's legacy name).
+# type and message it raises for a complex operand (`not_implemented_for` and the name of
+# the kernel its message quotes, for PyTorch's `"<kernel>" not implemented for '<Dtype>'`).
 # Without these, NumPy would order complex numbers lexicographically and return values.
 # (remainder, floor_divide, atan2 and round.decimals raise theirs in their kernels, naming
 # the result dtype or their own kernel.)
@@ -271,28 +272,28 @@ REAL_ONLY = {
     ("floor", "floor_"): (NotImplementedError, "floor is not supported for complex inputs"),
     ("ceil", "ceil_"): (NotImplementedError, "ceil is not supported for complex inputs"),
     ("trunc", "trunc_"): (NotImplementedError, "trunc is not supported for complex inputs"),
-    ("round", "round_"): (NotImplementedError, _NOT_IMPL.format("round_vml_cpu")),
-    ("max",): (NotImplementedError, _NOT_IMPL.format("max_all")),
-    ("min",): (NotImplementedError, _NOT_IMPL.format("min_all")),
+    ("round", "round_"): (not_implemented_for, "round_vml_cpu"),
+    ("max",): (not_implemented_for, "max_all"),
+    ("min",): (not_implemented_for, "min_all"),
     ("max.dim",): (RuntimeError, "max(): does not support complex input"),
     ("min.dim",): (RuntimeError, "min(): does not support complex input"),
     ("argmax",): (RuntimeError, "argmax(): does not support complex input"),
     ("argmin",): (RuntimeError, "argmin(): does not support complex input"),
-    ("amax",): (NotImplementedError, _NOT_IMPL.format("max_values_cpu")),
-    ("amin",): (NotImplementedError, _NOT_IMPL.format("min_values_cpu")),
+    ("amax",): (not_implemented_for, "max_values_cpu"),
+    ("amin",): (not_implemented_for, "min_values_cpu"),
     ("sort", "sort.stable", "argsort"): (
         RuntimeError, " Sort does not support complex dtypes on CPU"),
     ("topk",): (RuntimeError, " topk does not support complex dtypes on CPU"),
-    ("median", "nanmedian"): (NotImplementedError, _NOT_IMPL.format("median_cpu")),
-    ("median.dim", "nanmedian.dim"): (NotImplementedError, _NOT_IMPL.format("median_out")),
-    ("kthvalue",): (NotImplementedError, _NOT_IMPL.format("kthvalue_cpu")),
-    ("mode",): (NotImplementedError, _NOT_IMPL.format("mode_cpu")),
-    ("aminmax",): (NotImplementedError, _NOT_IMPL.format("aminmax_cpu")),
-    ("_unique2", "unique_consecutive"): (NotImplementedError, _NOT_IMPL.format("unique")),
-    ("unique_dim",): (NotImplementedError, _NOT_IMPL.format("unique_dim")),
-    ("erf", "erf_"): (NotImplementedError, _NOT_IMPL.format("erf_vml_cpu")),
-    ("gelu",): (NotImplementedError, _NOT_IMPL.format("GeluKernelImpl")),
-    ("leaky_relu", "leaky_relu_"): (NotImplementedError, _NOT_IMPL.format("leaky_relu_cpu")),
+    ("median", "nanmedian"): (not_implemented_for, "median_cpu"),
+    ("median.dim", "nanmedian.dim"): (not_implemented_for, "median_out"),
+    ("kthvalue",): (not_implemented_for, "kthvalue_cpu"),
+    ("mode",): (not_implemented_for, "mode_cpu"),
+    ("aminmax",): (not_implemented_for, "aminmax_cpu"),
+    ("_unique2", "unique_consecutive"): (not_implemented_for, "unique"),
+    ("unique_dim",): (not_implemented_for, "unique_dim"),
+    ("erf", "erf_"): (not_implemented_for, "erf_vml_cpu"),
+    ("gelu",): (not_implemented_for, "GeluKernelImpl"),
+    ("leaky_relu", "leaky_relu_"): (not_implemented_for, "leaky_relu_cpu"),
     ("heaviside", "heaviside_"): (
         RuntimeError, "heaviside is not yet implemented for complex tensors."),
 }
@@ -312,9 +313,9 @@ def _real_only(fn, error, message: str):
     def checked(*args, **kwargs):
         for x in args:
             if _is_complex(x):
-                dt = x.dtype
-                raise error(message.format((FROM_NP[dt] if isinstance(dt, np.dtype)
-                                            else dt).legacy))
+                if error is not_implemented_for:
+                    raise not_implemented_for(message, x.dtype)
+                raise error(message)
         return fn(*args, **kwargs)
 
     checked.real_only = True

@@ -342,8 +342,9 @@ def _nll_function(name: str, data: np.ndarray, t: np.ndarray, ignore_index: int)
     Each checks the targets in the same pass and returns -1 when every one is a class in
     [0, c) other than `ignore_index`, else the row of the first that is not (its caller
     then takes the general path: an output is partly written)."""
+    # (an int first: `in` a range tests anything else by iterating over its 2**64 values)
     if t.dtype != _INT64 or not t.flags.c_contiguous or not data.flags.c_contiguous or \
-            ignore_index not in _INT64_RANGE:
+            ignore_index.__class__ is not int or ignore_index not in _INT64_RANGE:
         return None
     return _native.typed("pointwise", name, data.dtype, _NLL_SIGNATURES[name], "i")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._shapes import contiguous_strides, like_strides
 from . import _onnx as ox
 from ._util import Spec, rand_array, wrap_dim
 from .misc import unique_dim_check, unique_slices
@@ -127,17 +128,33 @@ def _rot90_dims(ndim, k, dims):
     return d0, d1
 
 
+def _rot90_flips(k: int, d0: int, d1: int) -> tuple:
+    # PyTorch's rotation by k quarter turns: a flip of these dims, then (odd k) a transpose
+    return ((), (d1,), (d0, d1), (d0,))[k % 4]
+
+
 def _rot90_kernel(a, k=1, dims=(0, 1)):
     d0, d1 = _rot90_dims(a.ndim, k, dims)
-    return np.ascontiguousarray(np.rot90(a, k, axes=(d0, d1)))
+    if k % 4 == 0:
+        return np.array(a, order="C")  # (a contiguous copy, as PyTorch's clone)
+    flipped = np.flip(a, _rot90_flips(k, d0, d1))
+    # The flip is laid out as `empty_like(a)` is; an odd k transposes it (a strided result).
+    out = np.ndarray(a.shape, a.dtype, buffer=np.empty(a.size, a.dtype), strides=tuple(
+        v * a.itemsize for v in like_strides(a.shape, elem_strides(a))))
+    out[...] = flipped
+    return out.swapaxes(d0, d1) if k % 2 else out
 
 
 def _rot90_meta(a, k=1, dims=(0, 1)):
     d0, d1 = _rot90_dims(len(a.shape), k, dims)
     shape = list(a.shape)
+    if k % 4 == 0:
+        return Spec(tuple(shape), a.dtype, contiguous_strides(shape))
+    strides = list(like_strides(tuple(shape), tuple(a.stride())))
     if k % 2:
         shape[d0], shape[d1] = shape[d1], shape[d0]
-    return Spec(tuple(shape), a.dtype)
+        strides[d0], strides[d1] = strides[d1], strides[d0]
+    return Spec(tuple(shape), a.dtype, tuple(strides))
 
 
 rot90 = register(

@@ -38,6 +38,7 @@ from .._functions import (
 from .._functions import igamma as _igamma
 from .._functions import igammac as _igammac
 from .._functions.math_extra import special_i1
+from .._scalar_conversion import not_implemented_for
 from .._tensor import Tensor
 from ..ops import math_special as _M
 from ..ops import pointwise as _P
@@ -184,7 +185,7 @@ def _float_input(name: str, input: Tensor):
     if not (dt.is_floating_point or dt.is_complex):
         dt = _dtype.get_default_dtype()
     if dt.is_complex or dt in (_dtype.float16, _dtype.bfloat16):
-        raise NotImplementedError(f'"{name}_cpu" not implemented for \'{dt.legacy}\'')
+        raise not_implemented_for(f"{name}_cpu", dt)
     return input.detach().numpy().astype(dt.np), dt
 
 
@@ -243,7 +244,7 @@ def _polynomial(name: str, doc: str):
         if not (dt.is_floating_point or dt.is_complex):
             dt = _dtype.get_default_dtype()
         if dt.is_complex or dt in (_dtype.float16, _dtype.bfloat16):
-            raise NotImplementedError(f'"{name}_cpu" not implemented for \'{dt.legacy}\'')
+            raise not_implemented_for(f"{name}_cpu", dt)
         x = input.detach().numpy() if isinstance(input, Tensor) else np.asarray(input)
         deg = n.detach().numpy() if isinstance(n, Tensor) else np.asarray(n)
         values = _polynomials.evaluate(name, x.astype(dt.np), deg.astype(dt.np))
