@@ -1931,14 +1931,6 @@ _TORCH_BREAKS = {
 # Programs where fusegrad breaks the graph more often than torch does, with each gap's minimal
 # repro.
 _CAPTURE_GAPS = {
-    "tcn_weight_norm_streaming": (
-        "append to a deque from outside the compiled function breaks the graph ('method "
-        "deque.append'): _MINIMAL_GAPS 'deque_append'; torch captures it whole"),
-    "lru_mask_cache_gpt": (
-        "formatting a list of ints in an f-string breaks the graph ('formatting a tensor'), as "
-        "do item assignment into, move_to_end and popitem on an OrderedDict from outside: "
-        "_MINIMAL_GAPS 'fstring_list', 'ordered_dict_lru'; torch captures them whole (and "
-        "there gives the cache another order than eager: fusegrad keeps eager's)"),
     "seq2seq_attention_outputs_buffer": (
         "pack -> GRU -> pad_packed_sequence breaks three times where torch breaks twice: "
         "def f(x, lengths): out, h = gru(pack_padded_sequence(x, lengths)); return "
@@ -2074,20 +2066,14 @@ def _enum_by_value(lib, x):
     return x.relu() if _Act("relu") is _Act.RELU else x
 
 
-# The smallest functions that break fusegrad's graph where torch captures them whole, one a
-# reason (the programs of _CAPTURE_GAPS name them).
-_MINIMAL_GAPS = {
-    "deque_append": (_deque_append, "'method deque.append'"),
-    "fstring_list": (_fstring_list, "'formatting a tensor' (a list of ints)"),
-    "ordered_dict_lru": (_ordered_dict_lru, "'item assignment into an object from outside the "
-                         "graph', 'method OrderedDict.move_to_end', 'method OrderedDict.popitem'"),
-    "enum_by_value": (_enum_by_value, "'call to _Act' (an Enum looked up by value)"),
-}
-
-
-# The same, closed: captured whole as torch captures them (itertools' combinatoric
-# iterators unrolled, `sorted()` of a dict of tensors ordering its keys).
-_MINIMAL_CLOSED = {"combinations": _combinations, "sorted_dict": _sorted_dict}
+# The smallest functions that broke fusegrad's graph where torch captures them whole, one a
+# reason, closed: captured whole as torch captures them (itertools' combinatoric
+# iterators unrolled, `sorted()` of a dict of tensors ordering its keys, a deque's and an
+# OrderedDict's edits replayed after the graph, a list's text and an Enum's member by value
+# found while translating).
+_MINIMAL_CLOSED = {"combinations": _combinations, "sorted_dict": _sorted_dict,
+                   "deque_append": _deque_append, "fstring_list": _fstring_list,
+                   "ordered_dict_lru": _ordered_dict_lru, "enum_by_value": _enum_by_value}
 
 
 def _compiled_breaks(lib, fn):
@@ -2113,18 +2099,6 @@ def _compiled_breaks(lib, fn):
                zip(got if isinstance(got, list) else [got],
                    want if isinstance(want, list) else [want], strict=True))
     return sum(counters["graph_break"].values()), counters["stats"]["unique_graphs"], same
-
-
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(
-    strict=True, reason=f"fusegrad breaks the graph where torch captures whole: {why}"))
-    for n, (_, why) in _MINIMAL_GAPS.items()])
-def test_minimal_capture_gaps(name):
-    """torch captures each whole (one graph, no break); fusegrad breaks, with eager's
-    values."""
-    fn = _MINIMAL_GAPS[name][0]
-    assert _compiled_breaks(fg, fn)[2]
-    assert _compiled_breaks(torch, fn)[:2] == (0, 1)
-    assert _compiled_breaks(fg, fn)[:2] == (0, 1)
 
 
 def _full_window(lib, compiled):

@@ -47,6 +47,9 @@ from .variables import (
     AutocastExitVariable,
     CellVariable,
     ConstantVariable,
+    DequeContents,
+    DequeVariable,
+    DictContents,
     DictVariable,
     ItemKey,
     ListAppends,
@@ -55,6 +58,7 @@ from .variables import (
     MethodVariable,
     OutsideIteratorVariable,
     OutsideListVariable,
+    OutsideOrderedDictVariable,
     PartialVariable,
     SliceVariable,
     TensorVariable,
@@ -138,6 +142,9 @@ class GraphBuilder:
         # id(list) -> its OutsideListVariable: every read of one list from outside is one
         # variable (appends through one name are seen through the others)
         self.outside_lists: dict = {}
+        # id(container) -> (its variable, the container) of the deques and OrderedDicts
+        # read from the frame, whose edits the graph replays after it runs
+        self.outside_deques: dict = {}
         # Equal sizes share a symbol under `dynamic=True`, as in PyTorch; sizes made dynamic
         # automatically (after a change) each get their own.
         self.duck_sizing = False
@@ -242,6 +249,58 @@ class GraphBuilder:
         if self.written_list(real) is None:
             self.stores.append((real, ListContents(), var, var.source))
 
+    def store_deque(self, real: collections.deque, var: DequeVariable) -> None:
+        """Record that the graph changed the items of `real`, a deque from outside read as
+        `var`: its items as the segment leaves them are set on it after the graph, once."""
+        if self.written_list(real) is None:
+            self.stores.append((real, DequeContents(), var, var.source))
+
+    def store_ordered_dict(self, real: collections.OrderedDict, var) -> None:
+        """Record that the graph changed `real`, an OrderedDict from outside read as `var`:
+        its items, in the order the segment leaves them, are set on it after the graph."""
+        if not any(target is real and type(key) is DictContents
+                   for target, key, _, _ in self.stores):
+            self.stores.append((real, DictContents(), var, var.source))
+
+    def _ordered_dict_input(self, value: collections.OrderedDict,
+                            source: str) -> OutsideOrderedDictVariable:
+        """An OrderedDict read from the frame: one variable per real dict (its type, keys in
+        order and items guarded)."""
+        found = self.outside_deques.get(id(value))
+        if found is not None and found[1] is value:
+            if found[0].source != source:
+                self.guards.add(f"{source} is {found[0].source}")
+            return found[0]
+        odict = self.guards.ref(collections.OrderedDict, "type")
+        self.guards.add(f"type({source}) is {odict} and list({source}) == {list(value)!r}")
+        if any(type(k) is int for k in value):  # 1 == 1.0 == True: the types matter too
+            types_text = ", ".join(type(k).__name__ for k in value)
+            self.guards.add(f"list(map(type, {source})) == [{types_text}]")
+        var = OutsideOrderedDictVariable(
+            {k: self.wrap(v, f"{source}[{k!r}]") for k, v in value.items()}, source)
+        self.outside_deques[id(value)] = (var, value)
+        self.container_objects[id(var)] = (var, value)
+        return var
+
+    def _deque_input(self, value: collections.deque, source: str) -> DequeVariable:
+        """A deque read from the frame: one variable per real deque (its type, `maxlen`,
+        length and items guarded)."""
+        known = self.written_list(value) if self.stores else None
+        if known is None:
+            found = self.outside_deques.get(id(value))
+            known = found[0] if found is not None and found[1] is value else None
+        if known is not None:
+            if known.source != source:
+                self.guards.add(f"{source} is {known.source}")
+            return known
+        self.guards.add(f"type({source}) is {self.guards.ref(collections.deque, 'type')} and "
+                        f"{source}.maxlen == {value.maxlen!r} and len({source}) == {len(value)}")
+        var = DequeVariable([self.wrap(v, f"{source}[{i}]") for i, v in enumerate(value)],
+                            source, value.maxlen)
+        self.outside_deques[id(value)] = (var, value)
+        self.container_objects[id(var)] = (var, value)
+        return var
+
     def materialize_list(self, var) -> None:
         """Read the items of an `OutsideListVariable` (its length and items guarded)."""
         source, value = var.source, var.real
@@ -263,7 +322,7 @@ class GraphBuilder:
         Read from the recorded stores, so a store an inlined call that broke recorded (and
         the segment dropped) no longer counts."""
         for target, key, value, _ in self.stores:
-            if target is real and type(key) is ListContents:
+            if target is real and isinstance(key, ListContents):
                 return value
         return None
 
@@ -323,6 +382,11 @@ class GraphBuilder:
                 if known.source != source:
                     self.guards.add(f"{source} is {known.source}")
                 return known
+        if type(value) is collections.deque:
+            return self._deque_input(value, source)
+        if type(value) is collections.OrderedDict and all(type(k) in (str, int)
+                                                          for k in value):
+            return self._ordered_dict_input(value, source)
         if type(value) is list:
             # read lazily (`OutsideListVariable`): one variable per real list
             known = self.outside_lists.get(id(value))

@@ -18,6 +18,7 @@ import collections
 import collections.abc
 import contextlib
 import copy
+import enum
 import functools
 import inspect
 import itertools
@@ -100,6 +101,7 @@ from .variables import (
     BoundFunctionVariable,
     ConstantVariable,
     DefaultDictVariable,
+    DequeVariable,
     DictVariable,
     GeneratorContextVariable,
     GeneratorExitVariable,
@@ -120,6 +122,7 @@ from .variables import (
     OrderedDictVariable,
     OutsideIteratorVariable,
     OutsideListVariable,
+    OutsideOrderedDictVariable,
     PartialVariable,
     SetVariable,
     TensorVariable,
@@ -475,6 +478,8 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
         return made
     if constructible(f, layer=True):  # a plain class or a layer: its __init__ inlined
         return construct(tr, f, args, kwargs)
+    if _enum_lookup(f, args, kwargs):  # `Act("relu")`: the member, found now
+        return _evaluate(tr, f, args, kwargs)
     if any(f is c for c in _VALUE_CLASSES) and not _has_tensor(args) and \
             not _has_tensor(kwargs.values()):
         return _evaluate(tr, f, args, kwargs)  # a shape, a dtype's limits: plain values
@@ -507,6 +512,15 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
         return call_function_apply(tr, fn, args, kwargs)
     if is_cond(f):  # both branches speculated, one node choosing between them
         return call_cond(tr, args, kwargs)
+    if isinstance(f, types.MethodType) and f.__name__ == "__exit__" and \
+            isinstance(f.__self__, contextlib._GeneratorContextManager) and \
+            tr.parent is None:
+        # Leaving a `@contextmanager` block entered for real (its generator broke before
+        # its `yield`): the generator runs on for real. Dynamo, which gave up on the frame
+        # at the entry, never meets this break: it counts none.
+        error = Unsupported("leaving a @contextmanager block entered for real")
+        error.counted = False
+        raise error
     if isinstance(f, types.MethodType) and _is_user_function(f.__func__):
         self_var = tr.builder.wrap(f.__self__, None if fn.source is None else
                                    fn.source + ".__self__")
@@ -575,6 +589,20 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
         return inline(tr, f, args, kwargs)
     name = getattr(f, "__qualname__", None) or getattr(f, "__name__", type(f).__name__)
     raise Unsupported(f"call to {name}", reason=reasons.builtin(f, args, kwargs))
+
+
+def _enum_lookup(f, args: list, kwargs: dict) -> bool:
+    """Whether `f(*args)` looks up a member of Enum class `f` by its value: a read of the
+    class's fixed table (its `_missing_` the standard library's), which raises ValueError
+    for a value no member has, as it would every time."""
+    if not isinstance(f, enum.EnumMeta) or kwargs or len(args) != 1 or \
+            type(f).__call__ is not enum.EnumMeta.__call__ or not f.__members__:
+        return False
+    missing = getattr(f._missing_, "__func__", None)
+    value = args[0].value if isinstance(args[0], ConstantVariable) else None
+    return getattr(missing, "__module__", None) == "enum" and \
+        isinstance(args[0], ConstantVariable) and _is_plain_data(value) and \
+        not holds_symbol(value) and not isinstance(value, SymFloat)
 
 
 @functools.cache
@@ -2112,10 +2140,16 @@ def _call_method(tr, fn: MethodVariable, args, kwargs) -> Variable:
             named = {k: tr.as_python(v) for k, v in kwargs.items()}
             return tr.from_python(getattr(obj.example, name)(*values, **named))
         return tr.builder.call("call_method", name, (obj, *args), kwargs)
+    if isinstance(obj, DequeVariable):
+        return _deque_method(tr, obj, name, args, kwargs)
     if isinstance(obj, ListVariable):
         if name in ("index", "count"):
             return _evaluate(tr, getattr(tr.as_python(obj), name), args, kwargs)
         return _list_method(tr, obj, name, args, kwargs)
+    if isinstance(obj, OutsideOrderedDictVariable) and name in _ORDERED_DICT_EDITS:
+        return edit_ordered_dict(tr, obj, name, args, kwargs)
+    if isinstance(obj, OutsideOrderedDictVariable) and name == "setdefault":
+        raise Unsupported("OrderedDict.setdefault on a dict from outside the graph")
     if isinstance(obj, DictVariable):
         if name in ("items", "keys", "values") and not args and not kwargs:
             from .variables import DictViewVariable
@@ -2231,6 +2265,119 @@ def _list_method(tr: Translator, obj: ListVariable, name: str, args: list,
     result = _edit_list(tr, obj.items, name, args, kwargs)
     if real is not None:
         tr.builder.store_list(real, obj)
+    return result
+
+
+_ORDERED_DICT_EDITS = frozenset({"__setitem__", "move_to_end", "popitem", "pop", "clear"})
+
+
+def edit_ordered_dict(tr: Translator, obj: OutsideOrderedDictVariable, name: str,
+                      args: list, kwargs: dict) -> Variable:
+    """An edit of an OrderedDict from outside the graph (`d[key] = v`, `move_to_end`,
+    `popitem`, `pop`, `clear`) on its variable's items, as the real dict would make it, set
+    on the real dict after the graph. Refused (a graph break, the call run for real) for a
+    key that is not a constant, where another variable of the frame holds the dict, or where
+    an iterator over it was made (the real edit raises); a missing key's KeyError is
+    raised as the real call raises it."""
+    real = tr.builder.container_objects.get(id(obj), (None, None))[1]
+    if type(real) is not collections.OrderedDict:
+        raise Unsupported(f"OrderedDict.{name} on a dict no guard reaches")
+    if obj.iterated or holds_real(tr, real, obj):
+        raise Unsupported(f"OrderedDict.{name} on a dict that an iterator or another "
+                          "variable of the frame holds")
+    named = {k: tr.as_python(v) for k, v in kwargs.items() if k == "last"}
+    if len(named) != len(kwargs) or any(type(v) is not bool for v in named.values()):
+        raise Unsupported(f"OrderedDict.{name} with these keywords")
+    items = obj.items
+    if name in ("__setitem__", "move_to_end", "pop") and args:
+        key = tr.as_python(args[0])
+        if type(key) not in (str, int) or holds_symbol(key):
+            raise Unsupported(f"OrderedDict.{name} of a key that is not a constant")
+    if name == "__setitem__" and len(args) == 2 and not kwargs:
+        items[key] = args[1]
+        result = ConstantVariable(None)
+    elif name == "move_to_end" and len(args) <= 2 and len(args) + len(named) <= 2 and args:
+        last = named.get("last", tr.as_python(args[1]) if len(args) > 1 else True)
+        if type(last) is not bool:
+            raise Unsupported("OrderedDict.move_to_end with a `last` that is not a bool")
+        if key not in items:
+            raise Raised(ConstantVariable(KeyError(key)))
+        value = items.pop(key)
+        if last:
+            items[key] = value
+        else:
+            obj.items = items = {key: value, **items}
+        result = ConstantVariable(None)
+    elif name == "popitem" and len(args) + len(named) <= 1:
+        last = named.get("last", tr.as_python(args[0]) if args else True)
+        if type(last) is not bool:
+            raise Unsupported("OrderedDict.popitem with a `last` that is not a bool")
+        if not items:
+            raise Raised(ConstantVariable(KeyError("dictionary is empty")))
+        key = next(reversed(items)) if last else next(iter(items))
+        result = TupleVariable([ConstantVariable(key), items.pop(key)])
+    elif name == "pop" and 1 <= len(args) <= 2 and not kwargs:
+        if key not in items and len(args) == 1:
+            raise Raised(ConstantVariable(KeyError(key)))
+        result = items.pop(key) if key in items else args[1]
+    elif name == "clear" and not args and not kwargs:
+        items.clear()
+        result = ConstantVariable(None)
+    else:
+        raise Unsupported(f"OrderedDict.{name} with these arguments")
+    tr.builder.store_ordered_dict(real, obj)
+    return result
+
+
+_DEQUE_EDITS = frozenset({"append", "appendleft", "extend", "extendleft", "pop", "popleft",
+                          "clear", "rotate"})
+
+
+def _deque_method(tr: Translator, obj: DequeVariable, name: str, args: list,
+                  kwargs: dict) -> Variable:
+    """A method of a deque from outside the graph: `count`/`index` read its items; an edit
+    changes its variable's items as the real deque would and is set on the real deque after
+    the graph. Refused (a graph break, the call run for real) where another variable of the
+    frame holds the deque, or an iterator over it was made (the real edit raises)."""
+    if name in ("count", "index"):
+        return _evaluate(tr, getattr(tr.as_python(obj), name), args, kwargs)
+    if name not in _DEQUE_EDITS or kwargs:
+        raise Unsupported(f"method deque.{name}")
+    real = tr.builder.container_objects.get(id(obj), (None, None))[1]
+    if type(real) is not collections.deque:
+        raise Unsupported(f"deque.{name} on a deque no guard reaches")
+    if obj.iterated or holds_real(tr, real, obj):
+        raise Unsupported(f"deque.{name} on a deque that an iterator or another variable "
+                          "of the frame holds")
+    items, limit = obj.items, obj.maxlen
+    if name in ("append", "appendleft", "extend", "extendleft") and len(args) == 1:
+        added = tr.unpack(args[0]) if name.startswith("extend") else [args[0]]
+        for v in added:
+            if name.endswith("left"):
+                items.insert(0, v)
+                del items[len(items) if limit is None else limit:]
+            else:
+                items.append(v)
+                del items[:0 if limit is None else max(len(items) - limit, 0)]
+        result = ConstantVariable(None)
+    elif name in ("pop", "popleft") and not args:
+        if not items:
+            raise Unsupported("pop from an empty deque (the real call raises)")
+        result = items.pop(-1 if name == "pop" else 0)
+    elif name == "clear" and not args:
+        items.clear()
+        result = ConstantVariable(None)
+    elif name == "rotate" and len(args) <= 1:
+        steps = tr.as_python(args[0]) if args else 1
+        if type(steps) is not int:
+            raise Unsupported("deque.rotate by a value that is not an int")
+        if items:
+            k = steps % len(items)
+            items[:] = items[len(items) - k:] + items[:len(items) - k]
+        result = ConstantVariable(None)
+    else:
+        raise Unsupported(f"method deque.{name} with these arguments")
+    tr.builder.store_deque(real, obj)
     return result
 
 

@@ -11,6 +11,7 @@ import operator
 
 import numpy as np
 
+from ..._symbolic import SymInt
 from ..._tensor import Tensor
 from .builder import holds_symbol
 from .guards import _is_plain_data
@@ -218,7 +219,8 @@ class ContainerOpcodes:
         v = self.pop()
         conv = {1: str, 2: repr, 3: ascii}.get(inst.arg & 3)
         if conv is not None and (isinstance(v, ObjectVariable) or isinstance(
-                v, ConstantVariable) and (self.concrete or not isinstance(v.value, Tensor))):
+                v, ConstantVariable) and (self.concrete or not isinstance(v.value, Tensor))
+                                 or self._plain_container(v) is not None):
             v = self.converted(v, conv)
         self.push(self._format(v, spec))
 
@@ -228,6 +230,9 @@ class ContainerOpcodes:
             from .objects import text_of
 
             return text_of(self, v, conv.__name__)
+        plain = self._plain_container(v)
+        if plain is not None:  # a list or tuple of numbers: its text, a constant
+            return self.const(conv(plain[0]))
         if not isinstance(v, ConstantVariable):
             raise Unsupported(f"{conv.__name__}() of a {type(v).__name__}")
         if not self.concrete and isinstance(v.value, (SymFloat, SymText)):
@@ -235,6 +240,22 @@ class ContainerOpcodes:
         text = conv(v.value)
         self._guard_text(v, f"{conv.__name__}({{}})", text)
         return self.const(text)
+
+    def _plain_container(self, v: Variable) -> tuple | None:
+        """`(value,)` for a list, tuple or dict variable made only of plain data (numbers,
+        strings, None; their sources, if any, guarded by value; dynamic sizes, specialised
+        where formatted), whose text is fixed once those are; None for any other variable (a
+        tensor, a dynamic float, an object)."""
+        if type(v) not in (ListVariable, TupleVariable, DictVariable) or \
+                isinstance(v, TupleVariable) and v.cls is not None:
+            return None
+        try:
+            value = self.as_python(v)
+        except Unsupported:
+            return None
+        if not _plain_nested(value):
+            return None
+        return (value,)
 
     def _guard_text(self, v: ConstantVariable, template: str, text: str) -> None:
         if self.concrete or _is_plain_data(v.value):
@@ -249,6 +270,12 @@ class ContainerOpcodes:
             from .objects import text_of
 
             return text_of(self, v, "format", spec.value)
+        plain = self._plain_container(v)
+        if plain is not None and isinstance(spec, ConstantVariable):
+            try:  # `f"{[t.shape[0], 2]}"`: a constant, as its items are
+                return self.const(format(plain[0], spec.value))
+            except (TypeError, ValueError):
+                raise Unsupported("formatting a container with a format spec") from None
         if not isinstance(v, ConstantVariable) or not isinstance(spec, ConstantVariable):
             raise Unsupported("formatting a tensor")
         if not self.concrete and isinstance(v.value, Tensor):
@@ -308,3 +335,14 @@ class ContainerOpcodes:
             target.history.append(("add", key))
         except TypeError as e:
             raise Unsupported(f"set item: {e}") from None
+
+
+def _plain_nested(value) -> bool:
+    """Whether `value` is plain data or a list, tuple or dict (of plain keys) of such, to
+    any depth: its text depends on nothing but those values."""
+    if type(value) in (list, tuple):
+        return all(_plain_nested(v) for v in value)
+    if type(value) is dict:
+        return all(_is_plain_data(k) and _plain_nested(v) for k, v in value.items())
+    # (a dynamic size's text is its value, specialised: guarded as `str()` of it is)
+    return type(value) in (bool, int, float, str, complex, bytes, type(None), SymInt)

@@ -357,9 +357,11 @@ class ExceptionOpcodes:
             # call, and the callee is a frame of its own). `catch_warnings` keeps its own
             # rule (`catch_warnings_break`), and a `@contextmanager` generator that breaks
             # before its `yield` is entered for real at the `with`, the block captured
-            # after it (the generator's state is the context's, not the frame's).
-            if self.parent is None and not getattr(e, "warnings_block", False) and \
-                    not isinstance(cm, GeneratorContextVariable):
+            # after it (the generator's state is the context's, not the frame's), a break
+            # that counts none, as Dynamo's giving up there.
+            if self.parent is None and isinstance(cm, GeneratorContextVariable):
+                e.counted = False
+            elif self.parent is None and not getattr(e, "warnings_block", False):
                 e.rest_eager = "at a with block's entry"
                 e.skips_frame = True
             raise

@@ -33,7 +33,7 @@ from .builder import (
 from .exceptions import fresh_exception
 from .guards import _has_literal, array_tensor
 from .hooks import HookRegistration
-from .variables import GradExit, ItemKey, replay_set
+from .variables import DequeContents, DictContents, GradExit, ItemKey, replay_set
 
 
 class _Null:
@@ -54,6 +54,16 @@ def branch_test(opname: str) -> tuple[str, bool] | None:
     if not opname.startswith("POP_JUMP_"):
         return None
     return _BRANCHES[opname.rsplit("_IF_", 1)[1]]
+
+
+def make_function(code: types.CodeType, f_globals: dict, closure: tuple, defaults,
+                  kwdefaults) -> types.FunctionType:
+    """The function MAKE_FUNCTION would make of `code` (a comprehension's, a nested def's),
+    for a segment that rebuilds one live at a graph break."""
+    fn = types.FunctionType(code, f_globals, code.co_name, defaults, closure or None)
+    if kwdefaults is not None:
+        fn.__kwdefaults__ = kwdefaults
+    return fn
 
 
 def spec_code(spec, consts: dict) -> str:
@@ -88,6 +98,12 @@ def spec_code(spec, consts: dict) -> str:
         name = f"___c{len(consts)}"
         consts[name] = value
         return name
+    if kind == "function":  # a function the frame made (its defaults and cells rebuilt)
+        consts["___function"] = make_function
+        parts = [spec_code(("const", spec[1]), consts), spec_code(("const", spec[2]), consts),
+                 spec_code(("tuple", spec[3]), consts)]
+        parts += ["None" if s is None else spec_code(s, consts) for s in spec[4:]]
+        return f"___function({', '.join(parts)})"
     if kind == "cell":
         consts["___cell"] = types.CellType
         return "___cell()" if spec[1] is None else f"___cell({spec_code(spec[1], consts)})"
@@ -289,6 +305,10 @@ def _stores(seg, consts: dict) -> list[str]:
     for i, (_, name, _, raw) in enumerate(seg.stores):
         if type(name) is HookRegistration:  # a hook on a graph input
             lines.append(f"    ___o{i}.register_hook(___v{i})")
+        elif type(name) is DictContents:  # an OrderedDict's items, set in place in order
+            lines.append(f"    ___o{i}.clear(); ___o{i}.update(___v{i})")
+        elif type(name) is DequeContents:  # a deque's items, set in place (its maxlen kept)
+            lines.append(f"    ___o{i}.clear(); ___o{i}.extend(___v{i})")
         elif isinstance(name, ItemKey):  # an item of a dict from outside
             lines.append(f"    ___o{i}[{spec_code(('const', name.key), consts)}] = ___v{i}")
         else:

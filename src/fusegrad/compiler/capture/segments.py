@@ -60,6 +60,7 @@ from .variables import (
     CellVariable,
     ConstantVariable,
     DefaultDictVariable,
+    DictContents,
     DictVariable,
     DictViewVariable,
     GeneratorContextVariable,
@@ -431,7 +432,7 @@ class FrameRunner:
             reason = "inside a with block over warnings.catch_warnings()"
             self.history.append(("break", logs.graph_break(
                 f"{reason} (the rest of the frame runs eagerly)", self.code, line,
-                fallback=True)))
+                fallback=True, counted=False)))  # (Dynamo gives up there, counting none)
             return Segment(start, "eager", reason=reason, line=line)
         builder = GraphBuilder()
         builder.dynamic_dims = self.dynamic.for_capture(start)
@@ -507,12 +508,20 @@ class FrameRunner:
                 reason = f"{text} ({where}: the rest of the frame runs eagerly)" if where \
                     else text
                 inner = _inlined_frames(tr, e)
+                # Where Dynamo gives up on the frame at a break in its own loop or in an
+                # exception handler, it counts no graph break. A break inside a call the
+                # loop makes is counted, standing for the break Dynamo counts in the callee's
+                # own frame; so are a with block's entry and `warnings.catch_warnings()`
+                # (Dynamo counts the block's call into the warnings module).
                 # (the break a guarded eager rest of this loop met before, met again by a
                 # translation afresh after its guards failed: counted once)
                 again = where == "inside a loop" and any(
                     s.loop_guarded and s.reason == str(e) for s in self.segments.get(start, ()))
+                counted = getattr(e, "counted", True) and not again and (
+                    where not in ("inside a loop", "inside an exception handler") or
+                    where == "inside a loop" and bool(inner))
                 record = logs.graph_break(reason, self.code, line, fallback=where is not None,
-                                          inner=inner, counted=not again)
+                                          inner=inner, counted=counted)
                 if where is not None:
                     # Dynamo gives up on a frame whose loop breaks (none of its graphs, no
                     # break counted): `explain` counts this fallback as it does.
@@ -536,9 +545,10 @@ class FrameRunner:
                     seg.locals = {} if isinstance(e, Raised) else {
                         k: _spec(v, outputs) for k, v in before_locals.items()}
                 except Unsupported as why:  # the state cannot be rebuilt: run the rest eagerly
+                    # (counted once, as the break it follows was)
                     self.history.append(("break", logs.graph_break(
                         f"{why} (the rest of the frame runs eagerly)", self.code, line,
-                        fallback=True, inner=_inlined_frames(tr, e))))
+                        fallback=True, inner=_inlined_frames(tr, e), counted=False)))
                     return Segment(start, "eager", reason=str(why), line=line)
                 # The graph leaves the regions open at the break, innermost first; the
                 # segment code enters them again (the `region` specs on the stack).
@@ -824,8 +834,10 @@ def _store_spec(name, v, outputs: _Outputs):
     """How to rebuild the value a recorded store sets: for the items of a list from outside
     (`ListContents`), a new list of the items its variable holds at the end of the segment
     (the variable itself is rebuilt as the real list, read from its source)."""
-    if type(name) is ListContents:
+    if isinstance(name, ListContents):
         return ("list", [_spec(i, outputs) for i in v.items])
+    if type(name) is DictContents:  # (the items in order: rebuilt as an OrderedDict)
+        return ("odict", {k: _spec(i, outputs) for k, i in v.items.items()})
     return _spec(v, outputs)
 
 
@@ -883,7 +895,11 @@ def _spec_value(v, outputs: _Outputs):
     if isinstance(v, IteratorVariable):
         return ("iter", [_spec(i, outputs) for i in v.items[v.index:]])
     if isinstance(v, NestedFunctionVariable):
-        raise Unsupported("a function made inside the graph is live at a graph break")
+        # (a comprehension's function on the stack at a break inside it: a new function of
+        # its code, its cells the frame's, as MAKE_FUNCTION makes it on every call)
+        return ("function", v.code, v.f_globals, [_spec(c, outputs) for c in v.closure],
+                None if v.defaults is None else _spec(v.defaults, outputs),
+                None if v.kwdefaults is None else _spec(v.kwdefaults, outputs))
     if isinstance(v, BoundFunctionVariable):  # a method of a value the graph rebuilt
         return ("bound", v.func, _spec(v.obj, outputs))
     if isinstance(v, PartialVariable) and v.source is not None:  # read from the frame

@@ -37,6 +37,7 @@ from .variables import (
     BoundFunctionVariable,
     ConstantVariable,
     DefaultDictVariable,
+    DequeVariable,
     DictVariable,
     DictViewVariable,
     IteratorVariable,
@@ -48,6 +49,7 @@ from .variables import (
     ObjectVariable,
     OutsideIteratorVariable,
     OutsideListVariable,
+    OutsideOrderedDictVariable,
     PartialVariable,
     SetVariable,
     SliceVariable,
@@ -122,6 +124,8 @@ _NATIVE_FLAGS = 0x80 | 0x100 | 0x200
 
 
 # Real containers whose contents can change between calls (and arrays, written in place).
+_IN_PLACE_OPERATORS = frozenset({operator.iadd, operator.imul, operator.ior, operator.iand,
+                                 operator.isub, operator.ixor})
 _MUTABLE_CONTAINERS = (list, dict, set, bytearray, collections.deque, np.ndarray)
 
 
@@ -933,6 +937,9 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
                 raise Unsupported(f"subscript error: {e}") from None
             if missing:  # `__missing__`: the factory's value, stored under the key
                 obj.items[index.value] = self.call(obj.factory, [], {})
+        if isinstance(obj, DequeVariable) and isinstance(index, ConstantVariable) and \
+                isinstance(index.value, slice):
+            raise Unsupported("a deque sliced (the real one raises TypeError)")
         if isinstance(obj, (TupleVariable, DictVariable)) and isinstance(
                 index, ConstantVariable):
             _refuse_python_index(index.value)
@@ -1029,6 +1036,11 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
             _refuse_python_index(index.value)
             obj.items[index.value] = value
             return
+        if isinstance(obj, OutsideOrderedDictVariable) and not self.concrete:
+            from .calls import edit_ordered_dict
+
+            edit_ordered_dict(self, obj, "__setitem__", [index, value], {})
+            return
         if self.concrete:
             obj.value[index.value] = value.value
             return
@@ -1090,6 +1102,11 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
         """Apply a Python operator or builtin to variables."""
         if any(isinstance(a, TensorVariable) for a in args):
             return self.builder.call("call_function", fn, tuple(args), {})
+        if args and isinstance(args[0], (DequeVariable, OutsideOrderedDictVariable)) and \
+                fn in _IN_PLACE_OPERATORS:
+            # (`window += [x]`, `table |= d` change the real container: run for real)
+            raise Unsupported(f"an in-place operator on a {args[0].python_type().__name__} "
+                              "from outside the graph")
         if fn in (operator.add, operator.iadd) and not self.concrete:
             joined = self._concatenate(fn, *args)
             if joined is not None:
@@ -1313,11 +1330,17 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
             return v
         if isinstance(v, ConstantVariable) and self.concrete:
             return ConstantVariable(iter(v.value))
+        if isinstance(v, OutsideOrderedDictVariable) or isinstance(v, DictViewVariable) and \
+                isinstance(v.dict_var, OutsideOrderedDictVariable):
+            (v if isinstance(v, OutsideOrderedDictVariable) else v.dict_var).iterated = True
         if isinstance(v, (DictVariable, SetVariable, DictViewVariable)):
             # Iterating a dict or set that the loop body resizes raises, as in Python.
             container, kind = (v.dict_var, v.kind) if isinstance(v, DictViewVariable) else (
                 v, "keys" if isinstance(v, DictVariable) else "set")
             return IteratorVariable(self.unpack(v), watch=(container, len(container.items), kind))
+        if isinstance(v, DequeVariable):  # (an edit of the deque while it is iterated raises)
+            v.iterated = True
+            return IteratorVariable(v.items)
         if type(v) is ListVariable:
             # A list's iterator reads the list as it is at each step: items appended after
             # `iter(lst)` (a generator expression made before `lst.append`) are seen.
@@ -1467,6 +1490,8 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
         """The Python value of a variable made only of constants."""
         if isinstance(v, ConstantVariable):
             return v.value
+        if isinstance(v, DequeVariable):
+            return collections.deque((self.as_python(i) for i in v.items), v.maxlen)
         if isinstance(v, ListVariable):
             return [self.as_python(i) for i in v.items]
         if isinstance(v, DictViewVariable):  # a real view (`d.keys() == {"a"}` is a set test)

@@ -121,6 +121,24 @@ class ListVariable(TupleVariable):
         return list
 
 
+class DequeVariable(TupleVariable):
+    """A `collections.deque` from outside the graph (a streaming window), its length,
+    `maxlen` and items read and guarded: the graph's edits (`append`, `popleft`, ...) change
+    the variable's items as the real deque would (the oldest dropped past `maxlen`), and
+    the items it ends with are set on the real deque after the graph (`clear` and `extend`:
+    the same object, its `maxlen` kept)."""
+
+    __slots__ = ("maxlen", "iterated")
+
+    def __init__(self, items, source: str, maxlen: int | None):
+        super().__init__(items, source)
+        self.maxlen = maxlen
+        self.iterated = False  # an iterator over it was made (an edit then raises in eager)
+
+    def python_type(self) -> type:
+        return collections.deque
+
+
 _ITEMS = TupleVariable.__dict__["items"]  # the slot the items of a tuple variable live in
 
 
@@ -236,6 +254,19 @@ class OrderedDictVariable(DictVariable):
         return collections.OrderedDict
 
 
+class OutsideOrderedDictVariable(OrderedDictVariable):
+    """An `OrderedDict` from outside the graph (an LRU cache), its keys (in order) and items
+    read and guarded: item assignment, `move_to_end`, `popitem` and `pop` change the
+    variable's items as the real dict would, and the items it ends with are set on the real
+    dict after the graph (`clear` and `update`: the same object)."""
+
+    __slots__ = ("iterated",)
+
+    def __init__(self, items: dict, source: str):
+        super().__init__(items, source)
+        self.iterated = False  # an iterator over it was made (an edit then raises in eager)
+
+
 class DefaultDictVariable(DictVariable):
     """A `collections.defaultdict(factory)` made during translation: reading a missing key
     calls `factory` (inlined or recorded like any call) and stores what it made, as the real
@@ -271,6 +302,25 @@ class ListContents(ItemKey):
 
     def __init__(self):
         super().__init__(slice(None))
+
+
+class DequeContents(ListContents):
+    """The name of a recorded store that sets all the items of a deque from outside the
+    graph (`dq.clear(); dq.extend([...])`, replayed after the graph): what the graph's
+    `append`, `popleft` and other edits left in it. Its value is the deque's variable."""
+
+    __slots__ = ()
+
+
+class DictContents(ItemKey):
+    """The name of a recorded store that sets all the items of an `OrderedDict` from outside
+    the graph, in order (`d.clear(); d.update(...)`, replayed after the graph). Its value is
+    the dict's variable, whose items at the end of the segment are what is stored."""
+
+    __slots__ = ()
+
+    def __init__(self):
+        super().__init__(None)
 
 
 class ListAppends(ItemKey):

@@ -185,7 +185,8 @@ class NewerOpcodes:
 
     def CONVERT_VALUE(self, inst):  # noqa: N802
         v = self.pop()
-        if not isinstance(v, (ConstantVariable, ObjectVariable)) or (
+        if self._plain_container(v) is None and not isinstance(
+                v, (ConstantVariable, ObjectVariable)) or (
                 isinstance(v, ConstantVariable) and not self.concrete and
                 isinstance(v.value, Tensor)):
             raise Unsupported("formatting a tensor")
