@@ -2268,6 +2268,19 @@ def _list_method(tr: Translator, obj: ListVariable, name: str, args: list,
     return result
 
 
+def _outside_container(tr: Translator, obj: Variable, kind: type, call: str):
+    """The real container of `kind` that variable `obj` stands for, which `call` edits; a
+    graph break where no guard reaches it, or where another variable of the frame or an
+    iterator over it holds it (the real edit would then be seen, or raise, elsewhere)."""
+    real = tr.builder.container_objects.get(id(obj), (None, None))[1]
+    if type(real) is not kind:
+        raise Unsupported(f"{call}: no guard reaches the {kind.__name__}")
+    if obj.iterated or holds_real(tr, real, obj):
+        raise Unsupported(f"{call}: an iterator or another variable of the frame holds the "
+                          f"{kind.__name__}")
+    return real
+
+
 _ORDERED_DICT_EDITS = frozenset({"__setitem__", "move_to_end", "popitem", "pop", "clear"})
 
 
@@ -2279,12 +2292,7 @@ def edit_ordered_dict(tr: Translator, obj: OutsideOrderedDictVariable, name: str
     key that is not a constant, where another variable of the frame holds the dict, or where
     an iterator over it was made (the real edit raises); a missing key's KeyError is
     raised as the real call raises it."""
-    real = tr.builder.container_objects.get(id(obj), (None, None))[1]
-    if type(real) is not collections.OrderedDict:
-        raise Unsupported(f"OrderedDict.{name} on a dict no guard reaches")
-    if obj.iterated or holds_real(tr, real, obj):
-        raise Unsupported(f"OrderedDict.{name} on a dict that an iterator or another "
-                          "variable of the frame holds")
+    real = _outside_container(tr, obj, collections.OrderedDict, f"OrderedDict.{name}")
     named = {k: tr.as_python(v) for k, v in kwargs.items() if k == "last"}
     if len(named) != len(kwargs) or any(type(v) is not bool for v in named.values()):
         raise Unsupported(f"OrderedDict.{name} with these keywords")
@@ -2343,12 +2351,7 @@ def _deque_method(tr: Translator, obj: DequeVariable, name: str, args: list,
         return _evaluate(tr, getattr(tr.as_python(obj), name), args, kwargs)
     if name not in _DEQUE_EDITS or kwargs:
         raise Unsupported(f"method deque.{name}")
-    real = tr.builder.container_objects.get(id(obj), (None, None))[1]
-    if type(real) is not collections.deque:
-        raise Unsupported(f"deque.{name} on a deque no guard reaches")
-    if obj.iterated or holds_real(tr, real, obj):
-        raise Unsupported(f"deque.{name} on a deque that an iterator or another variable "
-                          "of the frame holds")
+    real = _outside_container(tr, obj, collections.deque, f"deque.{name}")
     items, limit = obj.items, obj.maxlen
     if name in ("append", "appendleft", "extend", "extendleft") and len(args) == 1:
         added = tr.unpack(args[0]) if name.startswith("extend") else [args[0]]
