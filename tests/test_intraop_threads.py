@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from thread_support import run_shared
 
 import fusegrad
 from fusegrad.ops import _gemm, _native, _parallel
@@ -42,22 +43,8 @@ def _one_and_two_threads(step):
     fusegrad.set_num_threads(1)
     one = step(fusegrad)
     fusegrad.set_num_threads(2)
-    _parallel._forget_pool()
-    handed = []  # kernels handed to the C workers (`_native.run_pieces` looks them up)
-    lookup = _native.function
-
-    def looked_up(family, name, *rest):
-        if name == "fg_workers_call":
-            handed.append(family)
-        return lookup(family, name, *rest)
-
-    _native.function = looked_up
-    try:
-        two = step(fusegrad)
-    finally:
-        _native.function = lookup
-    # the work was shared between threads
-    assert _parallel._state.pool is not None or (handed and _native.workers_call_address())
+    two, shared = run_shared(lambda: step(fusegrad))
+    assert shared  # the work was shared between threads
     for a, b in zip(one, two):
         np.testing.assert_array_equal(a, b)
     return two
