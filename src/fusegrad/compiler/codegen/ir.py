@@ -174,27 +174,6 @@ def loads(e: Expr) -> list:
     return [x for x in walk(e) if isinstance(x, Load)]
 
 
-def inline_producers(e: Expr, inline: dict, memo: dict | None = None) -> Expr:
-    """`e` with every load of a buffer in `inline` (buffer -> the Pointwise computing it)
-    replaced by that node's value at the load's index, recursively: the expression a kernel
-    computing those producers in its own loop evaluates. The nodes are not touched."""
-    if not inline:
-        return e
-    memo = {} if memo is None else memo
-    got = memo.get(id(e))
-    if got is not None:
-        return got
-    if isinstance(e, Load) and e.buffer in inline:
-        r = inline_producers(inline[e.buffer].fn(e.index), inline, memo)
-    elif isinstance(e, Op):
-        args = tuple(inline_producers(a, inline, memo) for a in e.args)
-        r = e if all(a is b for a, b in zip(args, e.args)) else Op(e.name, args, e.dtype)
-    else:
-        r = e
-    memo[id(e)] = r
-    return r
-
-
 # ---------------------------------------------------------------- nodes
 
 
