@@ -5,10 +5,10 @@ batch axis between first and last (with the bias add on the way out of the GEMM)
 
 NumPy builds each of these from several passes (a padded batch-last copy, then a strided
 copy; kh * kw strided adds into an accumulator, then a transposing copy), which share the
-GIL when split between threads; here each is one C call per range of channels, run on the
-intra-op pool without the GIL (`_parallel.share_by_cost`: each piece takes a work buffer of
-its thread's own), and the moves of the batch axis, which need none, on the C workers
-(`_native.run_pieces`). Every function returns None when
+GIL when split between threads; here each is one C call per range of channels, the ranges
+shared on the C workers (`_native.run_pieces`), each piece padding its images in a scratch
+buffer its thread keeps in C, as are the moves of the batch axis. Every function returns
+None when
 the C kernels are off or unavailable, or the arrays are not float32 / float64 and
 C-contiguous: the caller then takes its NumPy path.
 """
@@ -31,6 +31,16 @@ def _kernel(name: str, args: str, *arrays: np.ndarray):
     return _native.typed("conv", name, dt, args)
 
 
+def _by_channels(fn, args: tuple, channels: int, work: int) -> None:
+    """`fn(*args, start, stop)` over `channels`, the channels shared on the C workers
+    (`_native.run_pieces`). `args` passes no scratch (NULL): each piece pads its images in a
+    buffer of its own thread's, kept in C for that thread's next call (a buffer handed in
+    from here would be one for all the pieces)."""
+    _native.run_pieces(fn, args, (), channels, work)
+    if _native.function("conv", "conv_scratch_failed", "", "i")():
+        raise MemoryError("fusegrad: no memory for a convolution's scratch buffer")
+
+
 def im2col(x: np.ndarray, s, p, d, oh: int, ow: int, taps) -> np.ndarray | None:
     """Batch-last columns of 4-D `x` for kernel offsets `taps` ((r0, r1), (q0, q1)):
     (c, r1 - r0, q1 - q0, oh, ow, n) in the work buffer "conv.cols"; None without C."""
@@ -40,15 +50,8 @@ def im2col(x: np.ndarray, s, p, d, oh: int, ow: int, taps) -> np.ndarray | None:
     n, c, h, w = x.shape
     (r0, r1), (q0, q1) = taps
     cols = _workspace.scratch("conv.cols", (c, r1 - r0, q1 - q0, oh, ow, n), x.dtype)
-    xa, ca = _native.address(x), _native.address(cols)
-    padded = ((h + 2 * p[0]) * (w + 2 * p[1]) * n,)
-
-    def channels(a: int, b: int) -> None:
-        t = _workspace.scratch("conv.im2col_t", padded, x.dtype)  # this thread's own
-        fn(xa, ca, _native.address(t), n, c, h, w, s[0], s[1], p[0], p[1], d[0], d[1],
-           oh, ow, r0, r1, q0, q1, a, b)
-
-    _parallel.share_by_cost(channels, c, cols.size, ("conv.im2col", x.shape, cols.shape))
+    _by_channels(fn, (_native.address(x), _native.address(cols), None, n, c, h, w, s[0], s[1],
+                      p[0], p[1], d[0], d[1], oh, ow, r0, r1, q0, q1), c, cols.size)
     return cols
 
 
@@ -69,15 +72,8 @@ def im2col_pixels_last(x: np.ndarray, s, p, d, oh: int, ow: int, taps,
     else:
         shape, cs, bs, ts = (c, r1 - r0, q1 - q0, n, oh, ow), kk * n * pix, pix, n * pix
     cols = _workspace.scratch("conv.cols", shape, x.dtype)
-    xa, ca = _native.address(x), _native.address(cols)
-    padded = ((h + 2 * p[0]) * -(-(w + 2 * p[1]) // s[1]) * s[1],)
-
-    def channels(a: int, b: int) -> None:
-        t = _workspace.scratch("conv.im2col_t", padded, x.dtype)  # this thread's own
-        fn(xa, ca, _native.address(t), n, c, h, w, s[0], s[1], p[0], p[1], d[0], d[1], oh,
-           ow, r0, r1, q0, q1, cs, bs, ts, a, b)
-
-    _parallel.share_by_cost(channels, c, cols.size, ("conv.im2col_pl", x.shape, shape))
+    _by_channels(fn, (_native.address(x), _native.address(cols), None, n, c, h, w, s[0], s[1],
+                      p[0], p[1], d[0], d[1], oh, ow, r0, r1, q0, q1, cs, bs, ts), c, cols.size)
     return cols
 
 
@@ -93,16 +89,9 @@ def col2im(cols: np.ndarray, c: int, size, s, p, d, oh: int, ow: int, n: int, fu
     (r0, r1), (q0, q1) = taps
     h, w = size
     gi = np.empty((n, c, h, w), dtype=cols.dtype)
-    ca, ga = _native.address(cols), _native.address(gi)
-    canvas = (full[0] * full[1] * (n if batch_last else 1),)
-
-    def channels(a: int, b: int) -> None:
-        acc = _workspace.scratch("conv.acc", canvas, cols.dtype)  # this thread's own
-        fn(ca, ga, _native.address(acc), n, c, h, w, s[0], s[1], p[0], p[1], d[0], d[1],
-           oh, ow, r0, r1, q0, q1, full[0], full[1], a, b)
-
-    _parallel.share_by_cost(channels, c, cols.size, ("conv.col2im", cols.shape, gi.shape,
-                                                     batch_last))
+    _by_channels(fn, (_native.address(cols), _native.address(gi), None, n, c, h, w, s[0], s[1],
+                      p[0], p[1], d[0], d[1], oh, ow, r0, r1, q0, q1, full[0], full[1]), c,
+                 cols.size)
     return gi
 
 
