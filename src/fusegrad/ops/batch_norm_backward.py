@@ -126,7 +126,7 @@ def _nchw_kernel(g, x, w, rm, rv, save_mean, save_invstd, train, eps, output_mas
 
 
 def _native_kernel(g, x, w, rm, rv, save_mean, save_invstd, train, eps, mask):
-    """The kernel in C (ops/native/norm.c), channels shared between threads: the gradients
+    """The kernel in C (ops/native/norm.c), channels shared by the C workers: the gradients
     `mask` asks for, None for the others. None where the NumPy path runs: other dtypes or
     layouts, a gradient that is not C-contiguous, or native kernels off."""
     layout = native_layout(x)
@@ -135,7 +135,7 @@ def _native_kernel(g, x, w, rm, rv, save_mean, save_invstd, train, eps, mask):
             (not train and (rm is None or rv is None)):
         return None
     n, c, length = layout
-    fn = _native.typed("norm", "bn_backward", x.dtype, "pppppppppidiiiii")
+    fn = _native.typed("norm", "bn_backward", x.dtype, "pppppppppipiiiii")
     if fn is None:
         return None
     dt = x.dtype
@@ -149,12 +149,9 @@ def _native_kernel(g, x, w, rm, rv, save_mean, save_invstd, train, eps, mask):
         stats = (vector(rm, dt), None, vector(rv, dt))
     ptrs = tuple(None if a is None else _native.address(a)
                  for a in (g, x) + stats + (vector(w, dt), gi, gw, gb))
-    flag = int(train)
-
-    def part(i: int, j: int) -> None:
-        fn(*ptrs, flag, eps, n, c, length, i, j)
-
-    _parallel.share_by_cost(part, c, 2 * x.size, ("bn_backward", train, need_i, x.shape, dt))
+    coef = np.array((eps,))  # by address: the C workers pass integers and addresses only
+    _native.run_pieces(fn, (*ptrs, int(train), _native.address(coef), n, c, length), (), c,
+                       2 * x.size)
     return gi, gw, gb
 
 

@@ -202,7 +202,7 @@ def _ptr(a: np.ndarray | None) -> int | None:
 def _bn_native(x, w, b, rm, rv, training, momentum, eps):
     """`_bn_kernel` in C (ops/native/norm.c): training, each channel's statistics in double,
     the normalized output and the running statistics' update in one call; evaluation, one
-    affine pass. Channels are shared between threads. None where the NumPy path runs (see
+    affine pass. Channels are shared by the C workers. None where the NumPy path runs (see
     `native_layout`; running statistics that are not contiguous)."""
     layout = native_layout(x)
     if layout is None:
@@ -215,28 +215,23 @@ def _bn_native(x, w, b, rm, rv, training, momentum, eps):
         return None
     n, c, length = layout
     if training:
-        fn = _native.typed("norm", "bn_forward", x.dtype, "ppppppppddiiiii")
+        fn = _native.typed("norm", "bn_forward", x.dtype, "pppppppppiiiii")
     else:
-        fn = _native.typed("norm", "bn_affine", x.dtype, "ppppppdiiiii")
+        fn = _native.typed("norm", "bn_affine", x.dtype, "pppppppiiiii")
     if fn is None:
         return None
     dt = x.dtype
     out = np.empty(x.shape, dt)
     w, b = vector(w, dt), vector(b, dt)
+    # eps and momentum by address: the C workers pass integers and addresses only
+    coef = np.array((eps, momentum if training else 0.0))
     if training:
         mean, invstd = np.empty(c, dt), np.empty(c, dt)
-        ptrs = tuple(map(_ptr, (x, w, b, out, mean, invstd, rm, rv)))
-
-        def part(i: int, j: int) -> None:
-            fn(*ptrs, eps, momentum, n, c, length, i, j)
+        ptrs = tuple(map(_ptr, (x, w, b, out, mean, invstd, rm, rv, coef)))
     else:
         mean = invstd = np.zeros((0,), dt)
-        ptrs = tuple(map(_ptr, (x, vector(rm, dt), vector(rv, dt), w, b, out)))
-
-        def part(i: int, j: int) -> None:
-            fn(*ptrs, eps, n, c, length, i, j)
-
-    _parallel.share_by_cost(part, c, x.size, ("bn_forward", training, x.shape, dt))
+        ptrs = tuple(map(_ptr, (x, vector(rm, dt), vector(rv, dt), w, b, out, coef)))
+    _native.run_pieces(fn, (*ptrs, n, c, length), (), c, x.size)
     return out, mean, invstd
 
 

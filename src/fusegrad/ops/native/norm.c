@@ -206,10 +206,12 @@ static void put_##SFX(T *mu, T *sc, T *sh, int64_t len, int64_t h, T m, T s, T b
    double, saved in save_mean and save_invstd), out = (x - mean) * invstd * w + b (w, b:  \
    NULL for none), and the running statistics rm, rv (NULL for none) moved `momentum` of  \
    the way to the mean (in T, from the saved mean: PyTorch's rounding) and the unbiased   \
-   variance. */                                                                           \
+   variance. coef: (eps, momentum), by address, so that every argument is an address or   \
+   an integer and the C workers can share the channels (`_native.run_pieces`). */          \
 void bn_forward_##SFX(const T *x, const T *w, const T *b, T *out, T *save_mean,           \
-                      T *save_invstd, T *rm, T *rv, double eps, double momentum,          \
+                      T *save_invstd, T *rm, T *rv, const double *coef,                   \
                       int64_t n, int64_t c, int64_t len, int64_t start, int64_t stop) {   \
+    const double eps = coef[0], momentum = coef[1];                                       \
     int64_t row = c * len;                                                                \
     double m = (double)(n * len), unbiased = m / (m > 1 ? m - 1 : 1);                     \
     double acc[SUMS], mq[SUMS], tot[SUMS], mean[SUMS];                                    \
@@ -242,10 +244,11 @@ void bn_forward_##SFX(const T *x, const T *w, const T *b, T *out, T *save_mean, 
 }                                                                                         \
                                                                                           \
 /* Evaluation forward: out = (x - rm) / sqrt(rv + eps) * w + b, the factors per channel in \
-   double. */                                                                             \
+   double; coef: (eps,). */                                                               \
 void bn_affine_##SFX(const T *x, const T *rm, const T *rv, const T *w, const T *b, T *out, \
-                     double eps, int64_t n, int64_t c, int64_t len, int64_t start,        \
+                     const double *coef, int64_t n, int64_t c, int64_t len, int64_t start, \
                      int64_t stop) {                                                      \
+    const double eps = coef[0];                                                           \
     double inv[SUMS];                                                                     \
     T mu[SUMS], sc[SUMS], sh[SUMS];                                                       \
     for (int64_t ch0 = start; ch0 < stop;) {                                              \
@@ -266,11 +269,12 @@ void bn_affine_##SFX(const T *x, const T *rm, const T *rv, const T *w, const T *
    double, sum(g) and sum(g * (x - mean)): gb = sum(g) and gw = invstd * sum(g * (x -     \
    mean)) where not NULL; with gi not NULL, the input's gradient: training, (g - sum(g) / \
    m - (x - mean) * invstd^2 * sum(g * (x - mean)) / m) * invstd * w, evaluation,         \
-   g * invstd * w (w NULL: 1), as ((g - gm) - (x - mu) * kc) * sc. */                     \
+   g * invstd * w (w NULL: 1), as ((g - gm) - (x - mu) * kc) * sc. coef: (eps,). */       \
 void bn_backward_##SFX(const T *g, const T *x, const T *mean, const T *invstd,            \
                        const T *rv, const T *w, T *gi, T *gw, T *gb, int64_t train,       \
-                       double eps, int64_t n, int64_t c, int64_t len, int64_t start,      \
-                       int64_t stop) {                                                    \
+                       const double *coef, int64_t n, int64_t c, int64_t len,             \
+                       int64_t start, int64_t stop) {                                     \
+    const double eps = coef[0];                                                           \
     int64_t row = c * len;                                                                \
     double m = (double)(n * len);                                                         \
     double acc[SUMS], accx[SUMS], mq[SUMS], md[SUMS], sg[SUMS], sgc[SUMS];                \
