@@ -162,10 +162,9 @@ def test_norm_kernels_give_each_channel_the_same_bits_whatever_range_holds_it(sf
     x = (rng.standard_normal(shape) + 3).astype(dtype)
     g = rng.standard_normal(shape).astype(dtype)
     w, b = rng.standard_normal(c).astype(dtype), rng.standard_normal(c).astype(dtype)
-    fwd = _native.function("norm", "bn_forward_" + sfx, "pppppppppiiiii")
-    bwd = _native.function("norm", "bn_backward_" + sfx, "pppppppppipiiiii")
-    addr = _native.address
-    coef = np.array((1e-5, 0.1))  # (eps, momentum)
+    fwd = _native.function("norm", "bn_forward_" + sfx, "ppppppppiiiiiii")
+    bwd = _native.function("norm", "bn_backward_" + sfx, "pppppppppiiiiiii")
+    addr, bits = _native.address, _native.double_bits
 
     def run(cuts):
         out, mean, invstd = np.empty_like(x), np.empty(c, dtype), np.empty(c, dtype)
@@ -173,10 +172,10 @@ def test_norm_kernels_give_each_channel_the_same_bits_whatever_range_holds_it(sf
         gi, gw, gb = np.empty_like(x), np.empty(c, dtype), np.empty(c, dtype)
         for i, j in zip(cuts[:-1], cuts[1:]):
             fwd(addr(x), addr(w), addr(b), addr(out), addr(mean), addr(invstd), addr(rm),
-                addr(rv), addr(coef), n, c, length, i, j)
+                addr(rv), bits(1e-5), bits(0.1), n, c, length, i, j)
         for i, j in zip(cuts[:-1], cuts[1:]):
             bwd(addr(g), addr(x), addr(mean), addr(invstd), None, addr(w), addr(gi), addr(gw),
-                addr(gb), 1, addr(coef), n, c, length, i, j)
+                addr(gb), 1, bits(1e-5), n, c, length, i, j)
         return out, mean, invstd, rm, rv, gi, gw, gb
 
     whole = run([0, c])

@@ -135,7 +135,7 @@ def _native_kernel(g, x, w, rm, rv, save_mean, save_invstd, train, eps, mask):
             (not train and (rm is None or rv is None)):
         return None
     n, c, length = layout
-    fn = _native.typed("norm", "bn_backward", x.dtype, "pppppppppipiiiii")
+    fn = _native.typed("norm", "bn_backward", x.dtype, "pppppppppiiiiiii")
     if fn is None:
         return None
     dt = x.dtype
@@ -149,8 +149,7 @@ def _native_kernel(g, x, w, rm, rv, save_mean, save_invstd, train, eps, mask):
         stats = (vector(rm, dt), None, vector(rv, dt))
     ptrs = tuple(None if a is None else _native.address(a)
                  for a in (g, x) + stats + (vector(w, dt), gi, gw, gb))
-    coef = np.array((eps,))  # by address: the C workers pass integers and addresses only
-    _native.run_pieces(fn, (*ptrs, int(train), _native.address(coef), n, c, length), (), c,
+    _native.run_pieces(fn, (*ptrs, int(train), _native.double_bits(eps), n, c, length), (), c,
                        2 * x.size)
     return gi, gw, gb
 

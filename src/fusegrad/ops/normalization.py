@@ -215,23 +215,22 @@ def _bn_native(x, w, b, rm, rv, training, momentum, eps):
         return None
     n, c, length = layout
     if training:
-        fn = _native.typed("norm", "bn_forward", x.dtype, "pppppppppiiiii")
+        fn = _native.typed("norm", "bn_forward", x.dtype, "ppppppppiiiiiii")
     else:
-        fn = _native.typed("norm", "bn_affine", x.dtype, "pppppppiiiii")
+        fn = _native.typed("norm", "bn_affine", x.dtype, "ppppppiiiiii")
     if fn is None:
         return None
     dt = x.dtype
     out = np.empty(x.shape, dt)
     w, b = vector(w, dt), vector(b, dt)
-    # eps and momentum by address: the C workers pass integers and addresses only
-    coef = np.array((eps, momentum if training else 0.0))
+    bits = _native.double_bits
     if training:
         mean, invstd = np.empty(c, dt), np.empty(c, dt)
-        ptrs = tuple(map(_ptr, (x, w, b, out, mean, invstd, rm, rv, coef)))
+        args = (*map(_ptr, (x, w, b, out, mean, invstd, rm, rv)), bits(eps), bits(momentum))
     else:
         mean = invstd = np.zeros((0,), dt)
-        ptrs = tuple(map(_ptr, (x, vector(rm, dt), vector(rv, dt), w, b, out, coef)))
-    _native.run_pieces(fn, (*ptrs, n, c, length), (), c, x.size)
+        args = (*map(_ptr, (x, vector(rm, dt), vector(rv, dt), w, b, out)), bits(eps))
+    _native.run_pieces(fn, (*args, n, c, length), (), c, x.size)
     return out, mean, invstd
 
 

@@ -75,6 +75,14 @@ static inline v8d get(const double *p) { return load_f64(p); }
 
 static inline void put(double *p, v8d v) { memcpy(p, &v, sizeof v); }
 
+/* A double passed as its bits in a 64-bit integer: the C workers (`_native.run_pieces`),
+   which share the channels, pass integers and addresses only. */
+static inline double as_double(int64_t bits) {
+    double d;
+    memcpy(&d, &bits, sizeof d);
+    return d;
+}
+
 #define BN_FAMILY(T, SFX)                                                                 \
 /* Running sums of x over a block of k channels starting at x (row stride `row`). */      \
 static void sum_##SFX(const T *x, int64_t n, int64_t row, int64_t len, int64_t k,         \
@@ -206,12 +214,12 @@ static void put_##SFX(T *mu, T *sc, T *sh, int64_t len, int64_t h, T m, T s, T b
    double, saved in save_mean and save_invstd), out = (x - mean) * invstd * w + b (w, b:  \
    NULL for none), and the running statistics rm, rv (NULL for none) moved `momentum` of  \
    the way to the mean (in T, from the saved mean: PyTorch's rounding) and the unbiased   \
-   variance. coef: (eps, momentum), by address, so that every argument is an address or   \
-   an integer and the C workers can share the channels (`_native.run_pieces`). */          \
+   variance. eps and momentum come as the bits of doubles (`as_double`). */               \
 void bn_forward_##SFX(const T *x, const T *w, const T *b, T *out, T *save_mean,           \
-                      T *save_invstd, T *rm, T *rv, const double *coef,                   \
-                      int64_t n, int64_t c, int64_t len, int64_t start, int64_t stop) {   \
-    const double eps = coef[0], momentum = coef[1];                                       \
+                      T *save_invstd, T *rm, T *rv, int64_t eps_bits,                     \
+                      int64_t momentum_bits, int64_t n, int64_t c, int64_t len,           \
+                      int64_t start, int64_t stop) {                                      \
+    const double eps = as_double(eps_bits), momentum = as_double(momentum_bits);          \
     int64_t row = c * len;                                                                \
     double m = (double)(n * len), unbiased = m / (m > 1 ? m - 1 : 1);                     \
     double acc[SUMS], mq[SUMS], tot[SUMS], mean[SUMS];                                    \
@@ -244,11 +252,11 @@ void bn_forward_##SFX(const T *x, const T *w, const T *b, T *out, T *save_mean, 
 }                                                                                         \
                                                                                           \
 /* Evaluation forward: out = (x - rm) / sqrt(rv + eps) * w + b, the factors per channel in \
-   double; coef: (eps,). */                                                               \
+   double (eps as the bits of a double). */                                               \
 void bn_affine_##SFX(const T *x, const T *rm, const T *rv, const T *w, const T *b, T *out, \
-                     const double *coef, int64_t n, int64_t c, int64_t len, int64_t start, \
+                     int64_t eps_bits, int64_t n, int64_t c, int64_t len, int64_t start,  \
                      int64_t stop) {                                                      \
-    const double eps = coef[0];                                                           \
+    const double eps = as_double(eps_bits);                                               \
     double inv[SUMS];                                                                     \
     T mu[SUMS], sc[SUMS], sh[SUMS];                                                       \
     for (int64_t ch0 = start; ch0 < stop;) {                                              \
@@ -269,12 +277,12 @@ void bn_affine_##SFX(const T *x, const T *rm, const T *rv, const T *w, const T *
    double, sum(g) and sum(g * (x - mean)): gb = sum(g) and gw = invstd * sum(g * (x -     \
    mean)) where not NULL; with gi not NULL, the input's gradient: training, (g - sum(g) / \
    m - (x - mean) * invstd^2 * sum(g * (x - mean)) / m) * invstd * w, evaluation,         \
-   g * invstd * w (w NULL: 1), as ((g - gm) - (x - mu) * kc) * sc. coef: (eps,). */       \
+   g * invstd * w (w NULL: 1), as ((g - gm) - (x - mu) * kc) * sc (eps as double bits). */ \
 void bn_backward_##SFX(const T *g, const T *x, const T *mean, const T *invstd,            \
                        const T *rv, const T *w, T *gi, T *gw, T *gb, int64_t train,       \
-                       const double *coef, int64_t n, int64_t c, int64_t len,             \
+                       int64_t eps_bits, int64_t n, int64_t c, int64_t len,               \
                        int64_t start, int64_t stop) {                                     \
-    const double eps = coef[0];                                                           \
+    const double eps = as_double(eps_bits);                                               \
     int64_t row = c * len;                                                                \
     double m = (double)(n * len);                                                         \
     double acc[SUMS], accx[SUMS], mq[SUMS], md[SUMS], sg[SUMS], sgc[SUMS];                \
