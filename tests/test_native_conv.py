@@ -11,7 +11,7 @@ import torch
 
 import fusegrad
 from fusegrad import _cbuild
-from fusegrad.ops import _conv_native, _native
+from fusegrad.ops import _conv_native, _native, _parallel
 from fusegrad.ops import conv as conv_ops
 
 needs_cc = pytest.mark.skipif(_cbuild.compiler() is None, reason="needs a C compiler")
@@ -144,3 +144,40 @@ def test_an_empty_batch_gives_torchs_empty_output_and_zero_gradients(xs, ws, kw,
     for a, r in zip(got, _step(torch, x, w, b, **kw)):
         assert a.shape == r.shape
         np.testing.assert_array_equal(a, r)
+
+
+@needs_cc
+def test_a_scratch_that_cannot_be_had_raises_memory_error_and_writes_nothing():
+    # Padded images of 2**40 values: no machine lends that, so the piece's scratch is refused,
+    # the piece computes nothing, and the call (its own cell) reports it.
+    fn = _native.typed("conv", "im2col_bl", np.dtype(np.float32), "ppp" + "i" * 18 + "p")
+    x = np.zeros(4, np.float32)
+    cols = np.full(8, 7.0, np.float32)
+    side = 1 << 20
+    args = (_native.address(x), _native.address(cols), None, 1, 1, side, side, 1, 1, 0, 0, 1, 1,
+            1, 1, 0, 1, 0, 1)
+    with pytest.raises(MemoryError, match="scratch"):
+        _conv_native._by_channels(fn, args, 1, 8)
+    assert (cols == 7.0).all()
+    # the thread's next call gets a scratch again
+    xs, ws, kw = CASES[0]
+    x, w, b = _data(xs, ws, np.float32)
+    ours, theirs = _step(fusegrad, x, w, b, **kw), _step(torch, x, w, b, **kw)
+    for a, r in zip(ours, theirs):
+        np.testing.assert_allclose(a, r, rtol=1e-4, atol=1e-4)
+
+
+@needs_cc
+def test_kernels_run_by_the_workers_take_at_most_their_prototypes_arguments():
+    limit = _native.function("workers", "fg_workers_max_args", "", "i")
+    assert limit() == _native.MAX_WORKER_ARGS
+    fn = _native.typed("conv", "im2col_bl", np.dtype(np.float32), "ppp" + "i" * 18 + "p")
+    before = fusegrad.get_num_threads()
+    fusegrad.set_num_threads(2)
+    try:
+        if _parallel.sharing_threads(1 << 30) < 2:
+            pytest.skip("one CPU: the workers are not asked")
+        with pytest.raises(ValueError, match="at most 32 arguments, not 33"):
+            _native.run_pieces(fn, (0,) * 31, (), 2, 1 << 30)
+    finally:
+        fusegrad.set_num_threads(before)

@@ -32,19 +32,21 @@ def _kernel(name: str, args: str, *arrays: np.ndarray):
 
 
 def _by_channels(fn, args: tuple, channels: int, work: int) -> None:
-    """`fn(*args, start, stop)` over `channels`, the channels shared on the C workers
+    """`fn(*args, start, stop, failed)` over `channels`, the channels shared on the C workers
     (`_native.run_pieces`). `args` passes no scratch (NULL): each piece pads its images in a
     buffer of its own thread's, kept in C for that thread's next call (a buffer handed in
-    from here would be one for all the pieces)."""
-    _native.run_pieces(fn, args, (), channels, work)
-    if _native.function("conv", "conv_scratch_failed", "", "i")():
+    from here would be one for all the pieces); a piece that cannot get one sets `failed`,
+    this call's own cell."""
+    failed = np.zeros(1, np.int64)
+    _native.run_pieces(fn, args, (_native.address(failed),), channels, work)
+    if failed[0]:
         raise MemoryError("fusegrad: no memory for a convolution's scratch buffer")
 
 
 def im2col(x: np.ndarray, s, p, d, oh: int, ow: int, taps) -> np.ndarray | None:
     """Batch-last columns of 4-D `x` for kernel offsets `taps` ((r0, r1), (q0, q1)):
     (c, r1 - r0, q1 - q0, oh, ow, n) in the work buffer "conv.cols"; None without C."""
-    fn = _kernel("im2col_bl", "pppiiiiiiiiiiiiiiiiii", x)
+    fn = _kernel("im2col_bl", "pppiiiiiiiiiiiiiiiiiip", x)
     if fn is None:
         return None
     n, c, h, w = x.shape
@@ -60,7 +62,7 @@ def im2col_pixels_last(x: np.ndarray, s, p, d, oh: int, ow: int, taps,
     """Columns of 4-D `x` for kernel offsets `taps`, the pixels last: (n, c, r1 - r0,
     q1 - q0, oh, ow) when `batch_first`, else (c, r1 - r0, q1 - q0, n, oh, ow), in the work
     buffer "conv.cols"; None without C."""
-    fn = _kernel("im2col_pl", "pppiiiiiiiiiiiiiiiiiiiii", x)
+    fn = _kernel("im2col_pl", "pppiiiiiiiiiiiiiiiiiiiiip", x)
     if fn is None:
         return None
     n, c, h, w = x.shape
@@ -83,7 +85,7 @@ def col2im(cols: np.ndarray, c: int, size, s, p, d, oh: int, ow: int, n: int, fu
     columns: columns (c * taps, oh * ow * n) summed into a new (n, c, h, w) array, each
     pixel's offsets added in order (kernel row, then column) from zero; `full` is the
     (height, width) of the canvas the windows cover. None without C."""
-    fn = _kernel("col2im_bl" if batch_last else "col2im_pl", "pppiiiiiiiiiiiiiiiiiiii", cols)
+    fn = _kernel("col2im_bl" if batch_last else "col2im_pl", "pppiiiiiiiiiiiiiiiiiiiip", cols)
     if fn is None:
         return None
     (r0, r1), (q0, q1) = taps

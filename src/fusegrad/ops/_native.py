@@ -286,6 +286,11 @@ def _iterator_empty(arrays: tuple) -> np.ndarray:
                       strides=tuple(v * a.itemsize for v in want))
 
 
+# The most arguments a kernel run by the C workers takes (`MAX_ARGS` in native/workers.c,
+# which `fg_workers_max_args` reports: a test compares them).
+MAX_WORKER_ARGS = 32
+
+
 def run_pieces(fn, before: tuple, after: tuple, units: int, work: int) -> None:
     """C function `fn` (from `function`; its arguments all addresses and 64-bit integers,
     None for a null pointer) called as `fn(*before, start, stop, *after)` over units
@@ -313,6 +318,9 @@ def run_pieces(fn, before: tuple, after: tuple, units: int, work: int) -> None:
     # The arguments as 64-bit integers in a block the workers read (an `array` is made in
     # half the time of a ctypes array); it lives until the call returns.
     block = array.array("q", [0 if v is None else v for v in (*before, 0, 0, *after)])
+    if len(block) > MAX_WORKER_ARGS:  # (the workers' prototype would drop the rest)
+        raise ValueError(f"a kernel run by the C workers takes at most {MAX_WORKER_ARGS} "
+                         f"arguments, not {len(block)}")
     call(address, block.buffer_info()[0], len(block), len(before), units, threads)
 
 

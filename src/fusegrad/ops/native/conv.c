@@ -2,7 +2,6 @@
    (columns ordered kernel offset, output pixel, sample) and the moves of the batch axis
    between first and last. Each function works on a range [start, stop) of channels; every
    value is computed the same way whatever the range. */
-#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,9 +9,9 @@
 /* The scratch of the thread running a piece, for a call made without one (`t` or `acc`
    NULL): the C workers share a call's channels (`ops/native/workers.c`), and each needs a
    padded image of its own. Kept for this thread's next call, grown as needed; NULL when it
-   cannot be had, which the piece then reports (`conv_scratch_failed`) instead of running. */
-static atomic_int scratch_failed;
-
+   cannot be had: the piece then computes nothing and sets its call's `failed` cell, which
+   the caller reads (each call its own cell, so that calls made at once by other threads
+   cannot take or hide each other's failure). */
 static void *thread_scratch(size_t bytes) {
     static _Thread_local void *buf;
     static _Thread_local size_t cap;
@@ -21,13 +20,15 @@ static void *thread_scratch(size_t bytes) {
         free(buf);
         buf = aligned_alloc(64, want);
         cap = buf ? want : 0;
-        if (!buf) atomic_store(&scratch_failed, 1);
     }
     return buf;
 }
 
-/* 1 if a piece since the last call found no scratch (and computed nothing), else 0. */
-int64_t conv_scratch_failed(void) { return atomic_exchange(&scratch_failed, 0); }
+#define NO_SCRATCH(failed)                                                                 \
+    do {                                                                                   \
+        __atomic_store_n(failed, 1, __ATOMIC_RELAXED);                                     \
+        return;                                                                            \
+    } while (0)
 
 /* im2col, batch last: x (n, c, h, w) -> cols (c, r1 - r0, q1 - q0, oh, ow, n) for kernel
    rows [r0, r1) and columns [q0, q1), channels [start, stop), the zero padding included.
@@ -38,10 +39,10 @@ int64_t conv_scratch_failed(void) { return atomic_exchange(&scratch_failed, 0); 
 void NAME(const T *x, T *cols, T *t, int64_t n, int64_t c, int64_t h, int64_t w,           \
           int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw,          \
           int64_t oh, int64_t ow, int64_t r0, int64_t r1, int64_t q0, int64_t q1,          \
-          int64_t start, int64_t stop) {                                                   \
+          int64_t start, int64_t stop, int64_t *failed) {                                  \
     const int64_t hw = h * w, chw = c * hw, wp = w + 2 * pw, hp = h + 2 * ph;              \
     const int64_t run = ow * n, per = (r1 - r0) * (q1 - q0) * oh * run;                    \
-    if (!t && !(t = thread_scratch(sizeof(T) * hp * wp * n))) return;                     \
+    if (!t && !(t = thread_scratch(sizeof(T) * hp * wp * n))) NO_SCRATCH(failed);         \
     memset(t, 0, sizeof(T) * hp * wp * n);                                                 \
     for (int64_t ci = start; ci < stop; ci++) {                                            \
         const T *xc = x + ci * hw;                                                         \
@@ -81,10 +82,11 @@ IM2COL_BL(double, im2col_bl_f64)
 void NAME(const T *x, T *cols, T *t, int64_t n, int64_t c, int64_t h, int64_t w,           \
           int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw,          \
           int64_t oh, int64_t ow, int64_t r0, int64_t r1, int64_t q0, int64_t q1,          \
-          int64_t cs, int64_t bs, int64_t ts, int64_t start, int64_t stop) {               \
+          int64_t cs, int64_t bs, int64_t ts, int64_t start, int64_t stop,                 \
+          int64_t *failed) {                                                               \
     const int64_t hw = h * w, nq = q1 - q0, hp = h + 2 * ph;                               \
     const int64_t pw2 = (w + 2 * pw + sw - 1) / sw, rowlen = sw * pw2;                     \
-    if (!t && !(t = thread_scratch(sizeof(T) * hp * rowlen))) return;                      \
+    if (!t && !(t = thread_scratch(sizeof(T) * hp * rowlen))) NO_SCRATCH(failed);          \
     memset(t, 0, sizeof(T) * hp * rowlen);                                                 \
     for (int64_t ci = start; ci < stop; ci++)                                              \
     for (int64_t b = 0; b < n; b++) {                                                      \
@@ -126,10 +128,10 @@ IM2COL_PL(double, im2col_pl_f64)
 void NAME(const T *cols, T *gi, T *acc, int64_t n, int64_t c, int64_t h, int64_t w,        \
           int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw,          \
           int64_t oh, int64_t ow, int64_t r0, int64_t r1, int64_t q0, int64_t q1,          \
-          int64_t fh, int64_t fw, int64_t start, int64_t stop) {                           \
+          int64_t fh, int64_t fw, int64_t start, int64_t stop, int64_t *failed) {          \
     const int64_t hw = h * w, chw = c * hw, run = ow * n;                                  \
     const int64_t per = (r1 - r0) * (q1 - q0) * oh * run;                                  \
-    if (!acc && !(acc = thread_scratch(sizeof(T) * fh * fw * n))) return;                  \
+    if (!acc && !(acc = thread_scratch(sizeof(T) * fh * fw * n))) NO_SCRATCH(failed);      \
     for (int64_t ci = start; ci < stop; ci++) {                                            \
         memset(acc, 0, sizeof(T) * fh * fw * n);                                           \
         const T *src = cols + ci * per;                                                    \
@@ -169,9 +171,9 @@ COL2IM_BL(double, col2im_bl_f64)
 void NAME(const T *cols, T *gi, T *acc, int64_t n, int64_t c, int64_t h, int64_t w,        \
           int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw,          \
           int64_t oh, int64_t ow, int64_t r0, int64_t r1, int64_t q0, int64_t q1,          \
-          int64_t fh, int64_t fw, int64_t start, int64_t stop) {                           \
+          int64_t fh, int64_t fw, int64_t start, int64_t stop, int64_t *failed) {          \
     const int64_t pix = oh * ow, taps = (r1 - r0) * (q1 - q0);                             \
-    if (!acc && !(acc = thread_scratch(sizeof(T) * fh * fw))) return;                      \
+    if (!acc && !(acc = thread_scratch(sizeof(T) * fh * fw))) NO_SCRATCH(failed);          \
     for (int64_t ci = start; ci < stop; ci++)                                              \
     for (int64_t b = 0; b < n; b++) {                                                      \
         memset(acc, 0, sizeof(T) * fh * fw);                                               \

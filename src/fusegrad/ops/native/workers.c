@@ -212,11 +212,12 @@ int64_t fg_workers_started(void) { return started; }
    argument `at` and `at + 1`, run by the workers: the kernel is called through a prototype
    of MAX_ARGS integers (pointers and 64-bit integers travel alike in the x86-64 and
    AArch64 calling conventions, and the caller removes what the callee does not read). */
-#define MAX_ARGS 24
+#define MAX_ARGS 32
 typedef void (*fg_kernel)(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
                           int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
                           int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                          int64_t, int64_t, int64_t);
+                          int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                          int64_t, int64_t, int64_t, int64_t);
 struct fg_call {
     int64_t args[MAX_ARGS];
     fg_kernel fn;
@@ -230,8 +231,12 @@ static void call_job(const int64_t *block, int64_t start, int64_t stop) {
     v[c->at] = start;
     v[c->at + 1] = stop;
     c->fn(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12],
-          v[13], v[14], v[15], v[16], v[17], v[18], v[19], v[20], v[21], v[22], v[23]);
+          v[13], v[14], v[15], v[16], v[17], v[18], v[19], v[20], v[21], v[22], v[23], v[24],
+          v[25], v[26], v[27], v[28], v[29], v[30], v[31]);
 }
+
+/* How many arguments a kernel run by `fg_workers_call` may take (the caller checks). */
+int64_t fg_workers_max_args(void) { return MAX_ARGS; }
 
 /* Kernel `fn` with its `nargs` arguments `args` (the unit range at `at` left as any value)
    over units [0, units), one piece per thread on up to `threads` threads. */
