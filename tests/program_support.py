@@ -1,9 +1,12 @@
 """Comparing what a program returned under torch and under fusegrad: tensors as their
-dtype, shape, values, grad_fn name and requires_grad, containers recursively."""
+dtype, shape, values, grad_fn name and requires_grad, containers recursively; compiled runs
+against eager ones and graph breaks against torch's. `program_tests` makes a file of
+programs' four tests from its tables (tolerances, inductor runs, known gaps, torch's breaks)."""
 
 import collections
 import contextlib
 import functools
+import inspect
 import io
 import re
 import warnings
@@ -173,3 +176,64 @@ def check_compiled(prog, backend: str, fusegrad, gap: str | None = None) -> None
             assert fallbacks, f"closed, take it off its table of gaps: {gap}"
         else:
             assert not fallbacks, fallbacks
+
+
+_BACKENDS = ("eager", "aot_eager", "inductor")
+
+
+def _strict_xfails(params: list, gaps: dict, name_of) -> list:
+    """`params`, those whose program `gaps` names as strict xfails giving the gap's reason."""
+    return [pytest.param(*(p if isinstance(p, tuple) else (p,)), marks=pytest.mark.xfail(
+        strict=True, reason=gaps[name_of(p)])) if name_of(p) in gaps else p for p in params]
+
+
+def program_tests(programs: list, torch, fusegrad, *, tolerances: dict | None = None,
+                  on_inductor: set | None = None, off_inductor: frozenset | set = frozenset(),
+                  eager_backend_only: frozenset | set = frozenset(),
+                  aot_gaps: dict | None = None, compiled_gaps: dict | None = None,
+                  torch_breaks: dict | None = None, capture_gaps: dict | None = None) -> tuple:
+    """A file of programs' four tests, to bind to their names at the file's end:
+    `test_program` (torch against fusegrad, at `tolerances` by name, else rtol 1e-4 and atol
+    1e-5), `test_compiled_matches_eager` (each program that compiles when asked, under each
+    backend, against eager fusegrad), `test_compiled_graph_breaks` (fusegrad breaks no more
+    often than `torch_breaks` records) and `test_torch_graph_breaks` (torch breaks as recorded).
+
+    A program runs on inductor when it is in `on_inductor` (every program where None) and not
+    in `off_inductor`, on eager only when in `eager_backend_only`. `aot_gaps` maps (program,
+    backend) to a known AOT fallback (`check_compiled`'s gap); the programs of `compiled_gaps`
+    (compiled values or errors that differ) and of `capture_gaps` (more breaks than torch) are
+    strict xfails giving their minimal repro, a compiled gap on its break count too."""
+    tolerances, aot_gaps = tolerances or {}, aot_gaps or {}
+    compiled_gaps, torch_breaks = compiled_gaps or {}, torch_breaks or {}
+    break_gaps = {**(capture_gaps or {}), **compiled_gaps}
+    compiled = [p for p in programs
+                if "_maybe_compile(torch, compiled)" in inspect.getsource(p)]
+    runs = [(p, b) for p in compiled for b in _BACKENDS
+            if not (b == "inductor" and (p.__name__ in off_inductor or (
+                on_inductor is not None and p.__name__ not in on_inductor)))
+            and not (b != "eager" and p.__name__ in eager_backend_only)]
+
+    @pytest.mark.parametrize("prog", programs, ids=[p.__name__ for p in programs])
+    def test_program(prog):
+        check_program(prog, torch, fusegrad, *tolerances.get(prog.__name__, (1e-4, 1e-5)))
+
+    @pytest.mark.parametrize("prog,backend", _strict_xfails(runs, compiled_gaps,
+                                                            lambda r: r[0].__name__),
+                             ids=[f"{p.__name__}-{b}" for p, b in runs])
+    def test_compiled_matches_eager(prog, backend):
+        check_compiled(prog, backend, fusegrad, aot_gaps.get((prog.__name__, backend)))
+
+    @pytest.mark.parametrize("prog", _strict_xfails(compiled, break_gaps, lambda p: p.__name__),
+                             ids=[p.__name__ for p in compiled])
+    def test_compiled_graph_breaks(prog):
+        """fusegrad breaks no more often than torch (none where torch captures whole)."""
+        check_breaks_within_torchs(fusegrad, prog, torch_breaks)
+
+    @pytest.mark.parametrize("prog", compiled, ids=[p.__name__ for p in compiled])
+    def test_torch_graph_breaks(prog):
+        """torch breaks the graphs of the programs its table of breaks names, at least as often
+        as recorded, and captures the others whole."""
+        check_torch_breaks(torch, prog, torch_breaks)
+
+    return test_program, test_compiled_matches_eager, test_compiled_graph_breaks, \
+        test_torch_graph_breaks

@@ -11,50 +11,18 @@ import os
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from optimizer_steps import SteppedParameters  # noqa: E402
 
 import fusegrad  # noqa: E402
 
 SHAPES = [(3, 4), (4,), (), (2, 3, 4), (5, 1), (1, 6)]
 
 
-def _params(T, seed=0):
-    rng = np.random.default_rng(seed)
-    return [T.nn.Parameter(T.tensor(rng.standard_normal(s).astype(np.float32)))
-            for s in SHAPES]
-
-
-def _grads(step):
-    rng = np.random.default_rng(100 + step)
-    return [rng.standard_normal(s).astype(np.float32) for s in SHAPES]
-
-
-def _steps(T, params, opt, steps, start=0, sched=None):
-    seen = []
-    for i in range(start, start + steps):
-        for p, g in zip(params, _grads(i)):
-            p.grad = T.tensor(g)
-        opt.step()
-        if sched is not None:
-            sched.step()
-        seen.append(([p.detach().numpy().copy() for p in params],
-                     [{k: v.numpy().copy() for k, v in opt.state[p].items()} for p in params],
-                     [g["lr"] for g in opt.param_groups]))
-    return seen
-
-
-def _assert_same(got, want):
-    for (gp, gs, glr), (wp, ws, wlr) in zip(got, want, strict=True):
-        assert glr == wlr
-        for g, w in zip(gp, wp):
-            np.testing.assert_allclose(g, w, rtol=2e-5, atol=1e-6)
-        for g, w in zip(gs, ws):
-            assert sorted(g) == sorted(w)
-            for key in w:
-                assert g[key].shape == w[key].shape and g[key].dtype == w[key].dtype, key
-                np.testing.assert_allclose(g[key], w[key], rtol=2e-5, atol=1e-7)
+_STEPPED = SteppedParameters(SHAPES, (2e-5, 1e-6), (2e-5, 1e-7))
+_params, _grads, _steps = _STEPPED.params, _STEPPED.grads, _STEPPED.steps
+_assert_same = _STEPPED.assert_same
 
 
 CONFIGS = [{}, {"lr": 0.1, "weight_decay": 0.1}, {"maximize": True, "d": 2.0},

@@ -33,7 +33,6 @@ import os
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import copy  # noqa: E402
-import inspect  # noqa: E402
 import io  # noqa: E402
 import math  # noqa: E402
 
@@ -41,20 +40,12 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 from program_support import (  # noqa: E402
-    check_breaks_within_torchs,
-    check_compiled,
-    check_program,
-    check_torch_breaks,
     error_of,
+    program_tests,
 )
 from program_support import maybe_compile as _maybe_compile  # noqa: E402
 
 import fusegrad as fg  # noqa: E402
-
-
-def _check(prog, rtol=1e-4, atol=1e-5):
-    check_program(prog, torch, fg, rtol, atol)
-
 
 PROGRAMS = []
 
@@ -1202,32 +1193,15 @@ def test_foreach_node_names():
 # and NumPy's accumulate in a different order.
 _TOLERANCES = {}
 
-
-@pytest.mark.parametrize("prog", PROGRAMS, ids=[p.__name__ for p in PROGRAMS])
-def test_program(prog):
-    _check(prog, *_TOLERANCES.get(prog.__name__, (1e-4, 1e-5)))
-
-
-# The programs that compile a model or function when asked.
-COMPILED = [p for p in PROGRAMS if "_maybe_compile(torch, compiled)" in inspect.getsource(p)]
 # The greedy decoder recompiles for each output length: its inductor kernels (a transformer
 # stack test_programs_more10 and test_compile_real_models build) cost the suite's time, so it
 # runs on eager and aot_eager here.
 _NOT_ON_INDUCTOR = {"transformer_greedy_masks"}
-_RUNS = [(p, b) for p in COMPILED for b in ("eager", "aot_eager", "inductor")
-         if not (b == "inductor" and p.__name__ in _NOT_ON_INDUCTOR)]
 
 # Programs (with the backend) one of whose graphs AOT autograd cannot trace yet, so that it
 # runs eagerly or as FX code instead (the values are still compared); each gap's minimal
 # repro. When a gap closes its test fails here, to be taken off the list.
 _AOT_GAPS = {}
-
-
-@pytest.mark.parametrize("prog,backend", _RUNS,
-                         ids=[f"{p.__name__}-{b}" for p, b in _RUNS])
-def test_compiled_matches_eager(prog, backend):
-    check_compiled(prog, backend, fg, _AOT_GAPS.get((prog.__name__, backend)))
-
 
 # The graph breaks torch.compile (2.13, backend="eager") takes at least in each compiled
 # program; a program left out takes none. A break inside a loop, where torch gives up on the
@@ -1272,21 +1246,10 @@ _CAPTURE_GAPS = {
     "gru_packed_lm": _PACKED_GAP,
 }
 
-
-_BREAKS = [pytest.param(p, marks=pytest.mark.xfail(strict=True, reason=_CAPTURE_GAPS[p.__name__]))
-           if p.__name__ in _CAPTURE_GAPS else p for p in COMPILED]
-
-
-@pytest.mark.parametrize("prog", _BREAKS,
-                         ids=[p.values[0].__name__ if hasattr(p, "values") else p.__name__
-                              for p in _BREAKS])
-def test_compiled_graph_breaks(prog):
-    """fusegrad breaks no more often than torch (none where torch captures whole)."""
-    check_breaks_within_torchs(fg, prog, _TORCH_BREAKS)
+# The file's tests over its programs, with the tables above (program_tests).
+(test_program, test_compiled_matches_eager, test_compiled_graph_breaks,
+ test_torch_graph_breaks) = program_tests(
+    PROGRAMS, torch, fg, tolerances=_TOLERANCES, off_inductor=_NOT_ON_INDUCTOR,
+    aot_gaps=_AOT_GAPS, torch_breaks=_TORCH_BREAKS, capture_gaps=_CAPTURE_GAPS)
 
 
-@pytest.mark.parametrize("prog", COMPILED, ids=[p.__name__ for p in COMPILED])
-def test_torch_graph_breaks(prog):
-    """torch breaks the graphs of the programs in _TORCH_BREAKS, at least as often as recorded,
-    and captures the others whole."""
-    check_torch_breaks(torch, prog, _TORCH_BREAKS)

@@ -45,27 +45,18 @@ import os
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import inspect  # noqa: E402
 import math  # noqa: E402
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 from program_support import (  # noqa: E402
-    check_breaks_within_torchs,
-    check_compiled,
-    check_program,
-    check_torch_breaks,
     compiler_fallbacks,
+    program_tests,
 )
 from program_support import maybe_compile as _maybe_compile  # noqa: E402
 
 import fusegrad as fg  # noqa: E402
-
-
-def _check(prog, rtol=1e-4, atol=1e-5):
-    check_program(prog, torch, fg, rtol, atol)
-
 
 PROGRAMS = []
 
@@ -1710,14 +1701,6 @@ def test_gamma_draws_are_ops(backend):
 # and NumPy's accumulate in a different order.
 _TOLERANCES = {}
 
-
-@pytest.mark.parametrize("prog", PROGRAMS, ids=[p.__name__ for p in PROGRAMS])
-def test_program(prog):
-    _check(prog, *_TOLERANCES.get(prog.__name__, (1e-4, 1e-5)))
-
-
-# The programs that compile a model or function when asked.
-COMPILED = [p for p in PROGRAMS if "_maybe_compile(torch, compiled)" in inspect.getsource(p)]
 # The code generator's compile time dominates the file's: the programs with loops unrolled
 # into long graphs (soft-DTW, the RWKV and sketch-RNN recurrences, the decode steps), several
 # compiled functions or attention stacks (which test_programs_more10.py's and more12's build on
@@ -1726,19 +1709,10 @@ _NOT_ON_INDUCTOR = {"soft_dtw_loss", "tft_variable_selection", "rwkv_time_channe
                     "sketch_rnn_bivariate_mdn", "evidential_dirichlet", "ppo_compiled_loss",
                     "kv_cache_inference_decode", "beta_bernoulli_vi", "swin_shifted_windows",
                     "vicreg_amsgrad", "mha_key_padding_pool", "t5_relative_bias_adafactor"}
-_RUNS = [(p, b) for p in COMPILED for b in ("eager", "aot_eager", "inductor")
-         if not (b == "inductor" and p.__name__ in _NOT_ON_INDUCTOR)]
 
 # Programs (with the backend) one of whose graphs AOT autograd cannot trace yet, with each
 # gap's minimal repro.
 _AOT_GAPS = {}
-
-
-@pytest.mark.parametrize("prog,backend", _RUNS,
-                         ids=[f"{p.__name__}-{b}" for p, b in _RUNS])
-def test_compiled_matches_eager(prog, backend):
-    check_compiled(prog, backend, fg, _AOT_GAPS.get((prog.__name__, backend)))
-
 
 # The graph breaks torch.compile (2.13, backend="eager") takes at least in each compiled
 # program; a program left out takes none.
@@ -1756,21 +1730,10 @@ _TORCH_BREAKS = {
 # repro.
 _CAPTURE_GAPS: dict = {}
 
-_BREAKS = [pytest.param(p, marks=pytest.mark.xfail(strict=True,
-                                                   reason=_CAPTURE_GAPS[p.__name__]))
-           if p.__name__ in _CAPTURE_GAPS else p for p in COMPILED]
+# The file's tests over its programs, with the tables above (program_tests).
+(test_program, test_compiled_matches_eager, test_compiled_graph_breaks,
+ test_torch_graph_breaks) = program_tests(
+    PROGRAMS, torch, fg, tolerances=_TOLERANCES, off_inductor=_NOT_ON_INDUCTOR,
+    aot_gaps=_AOT_GAPS, torch_breaks=_TORCH_BREAKS, capture_gaps=_CAPTURE_GAPS)
 
 
-@pytest.mark.parametrize("prog", _BREAKS,
-                         ids=[p.values[0].__name__ if hasattr(p, "values") else p.__name__
-                              for p in _BREAKS])
-def test_compiled_graph_breaks(prog):
-    """fusegrad breaks no more often than torch (none where torch captures whole)."""
-    check_breaks_within_torchs(fg, prog, _TORCH_BREAKS)
-
-
-@pytest.mark.parametrize("prog", COMPILED, ids=[p.__name__ for p in COMPILED])
-def test_torch_graph_breaks(prog):
-    """torch breaks the graphs of the programs in _TORCH_BREAKS, at least as often as recorded,
-    and captures the others whole."""
-    check_torch_breaks(torch, prog, _TORCH_BREAKS)

@@ -50,27 +50,18 @@ import os
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import functools  # noqa: E402
-import inspect  # noqa: E402
 import math  # noqa: E402
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from program_support import maybe_compile as _maybe_compile  # noqa: E402
 from program_support import (  # noqa: E402
-    check_breaks_within_torchs,
-    check_compiled,
-    check_program,
-    check_torch_breaks,
+    program_tests,
     run_program,
 )
-from program_support import maybe_compile as _maybe_compile  # noqa: E402
 
 import fusegrad as fg  # noqa: E402
-
-
-def _check(prog, rtol=1e-4, atol=1e-5):
-    check_program(prog, torch, fg, rtol, atol)
-
 
 PROGRAMS = []
 
@@ -3226,14 +3217,6 @@ def test_randint_like_high_keyword():
 # and NumPy's accumulate in a different order.
 _TOLERANCES = {}
 
-
-@pytest.mark.parametrize("prog", PROGRAMS, ids=[p.__name__ for p in PROGRAMS])
-def test_program(prog):
-    _check(prog, *_TOLERANCES.get(prog.__name__, (1e-4, 1e-5)))
-
-
-# The programs that compile a model or function when asked.
-COMPILED = [p for p in PROGRAMS if "_maybe_compile(torch, compiled)" in inspect.getsource(p)]
 # The code generator's compile time dominates the file's (the suite is near its time budget):
 # the programs run on inductor are those whose graphs are small (pdist's backward among them);
 # the others (loops unrolled into long graphs, several compiled modules, attention stacks, the
@@ -3248,12 +3231,10 @@ _ON_INDUCTOR = {"alignment_uniformity_pdist", "selu_channel_dropout_net",
                 "total_variation_denoise", "integrated_gradients_attribution",
                 "rbm_contrastive_divergence", "deep_svdd_soft_boundary",
                 "overlapping_patch_denoiser", "lenet_reduce_flatten"}
+
 # Programs that differentiate a compiled graph's backward: AOT autograd refuses double
 # backward under torch and fusegrad alike (test_double_backward_through_aot_is_torchs_error)
 _EAGER_BACKEND_ONLY = {"hutchinson_hessian_trace"}
-_RUNS = [(p, b) for p in COMPILED for b in ("eager", "aot_eager", "inductor")
-         if not (b == "inductor" and p.__name__ not in _ON_INDUCTOR)
-         and not (b != "eager" and p.__name__ in _EAGER_BACKEND_ONLY)]
 
 # Programs (with the backend) one of whose graphs AOT autograd cannot trace yet, with each
 # gap's minimal repro.
@@ -3271,12 +3252,6 @@ def test_double_backward_through_aot_is_torchs_error(backend):
     got = run_program(prog, fg)[1]
     assert want is not None and "double backward" in want[1]
     assert got == want
-
-
-@pytest.mark.parametrize("prog,backend", _RUNS,
-                         ids=[f"{p.__name__}-{b}" for p, b in _RUNS])
-def test_compiled_matches_eager(prog, backend):
-    check_compiled(prog, backend, fg, _AOT_GAPS.get((prog.__name__, backend)))
 
 
 # The graph breaks torch.compile (2.13, backend="eager") takes at least in each compiled
@@ -3316,21 +3291,11 @@ _CAPTURE_GAPS = {
         "fusegrad counts all five under 'graph_break'"),
 }
 
-_BREAKS = [pytest.param(p, marks=pytest.mark.xfail(strict=True,
-                                                   reason=_CAPTURE_GAPS[p.__name__]))
-           if p.__name__ in _CAPTURE_GAPS else p for p in COMPILED]
+# The file's tests over its programs, with the tables above (program_tests).
+(test_program, test_compiled_matches_eager, test_compiled_graph_breaks,
+ test_torch_graph_breaks) = program_tests(
+    PROGRAMS, torch, fg, tolerances=_TOLERANCES, on_inductor=_ON_INDUCTOR,
+    eager_backend_only=_EAGER_BACKEND_ONLY, aot_gaps=_AOT_GAPS, torch_breaks=_TORCH_BREAKS,
+    capture_gaps=_CAPTURE_GAPS)
 
 
-@pytest.mark.parametrize("prog", _BREAKS,
-                         ids=[p.values[0].__name__ if hasattr(p, "values") else p.__name__
-                              for p in _BREAKS])
-def test_compiled_graph_breaks(prog):
-    """fusegrad breaks no more often than torch (none where torch captures whole)."""
-    check_breaks_within_torchs(fg, prog, _TORCH_BREAKS)
-
-
-@pytest.mark.parametrize("prog", COMPILED, ids=[p.__name__ for p in COMPILED])
-def test_torch_graph_breaks(prog):
-    """torch breaks the graphs of the programs in _TORCH_BREAKS, at least as often as recorded,
-    and captures the others whole."""
-    check_torch_breaks(torch, prog, _TORCH_BREAKS)

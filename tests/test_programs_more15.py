@@ -33,27 +33,15 @@ import os
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import inspect  # noqa: E402
 import io  # noqa: E402
 import math  # noqa: E402
 
 import numpy as np  # noqa: E402
-import pytest  # noqa: E402
 import torch  # noqa: E402
-from program_support import (  # noqa: E402
-    check_breaks_within_torchs,
-    check_compiled,
-    check_program,
-    check_torch_breaks,
-)
 from program_support import maybe_compile as _maybe_compile  # noqa: E402
+from program_support import program_tests  # noqa: E402
 
 import fusegrad as fg  # noqa: E402
-
-
-def _check(prog, rtol=1e-4, atol=1e-5):
-    check_program(prog, torch, fg, rtol, atol)
-
 
 PROGRAMS = []
 
@@ -972,14 +960,6 @@ def test_adaptive_softmax_compiled_breaks_as_torchs():
 # and NumPy's accumulate in a different order.
 _TOLERANCES = {}
 
-
-@pytest.mark.parametrize("prog", PROGRAMS, ids=[p.__name__ for p in PROGRAMS])
-def test_program(prog):
-    _check(prog, *_TOLERANCES.get(prog.__name__, (1e-4, 1e-5)))
-
-
-# The programs that compile a model or function when asked.
-COMPILED = [p for p in PROGRAMS if "_maybe_compile(torch, compiled)" in inspect.getsource(p)]
 # The code generator's compile time dominates the file's (the suite is near its time budget):
 # the programs whose kernels take longest to generate (the LSTM's unrolled steps, AdaIN's
 # convolutions and reflection pads, the token-merging attention blocks, the video blocks'
@@ -987,15 +967,6 @@ COMPILED = [p for p in PROGRAMS if "_maybe_compile(torch, compiled)" in inspect.
 # aot_eager only, and each matched eager fusegrad under inductor when written.
 _OFF_INDUCTOR = {"deep_knowledge_tracing", "adain_style_transfer", "token_merging_bipartite",
                  "temporal_shift_video", "speculative_greedy_decoding"}
-_RUNS = [(p, b) for p in COMPILED for b in ("eager", "aot_eager", "inductor")
-         if not (b == "inductor" and p.__name__ in _OFF_INDUCTOR)]
-
-
-@pytest.mark.parametrize("prog,backend", _RUNS,
-                         ids=[f"{p.__name__}-{b}" for p, b in _RUNS])
-def test_compiled_matches_eager(prog, backend):
-    check_compiled(prog, backend, fg)
-
 
 # The graph breaks torch.compile (2.13, backend="eager") takes at least in each compiled
 # program; a program left out takes none.
@@ -1008,15 +979,10 @@ _TORCH_BREAKS = {
     "adaptive_softmax_gru_lm": 1,
 }
 
+# The file's tests over its programs, with the tables above (program_tests).
+(test_program, test_compiled_matches_eager, test_compiled_graph_breaks,
+ test_torch_graph_breaks) = program_tests(
+    PROGRAMS, torch, fg, tolerances=_TOLERANCES, off_inductor=_OFF_INDUCTOR,
+    torch_breaks=_TORCH_BREAKS)
 
-@pytest.mark.parametrize("prog", COMPILED, ids=[p.__name__ for p in COMPILED])
-def test_compiled_graph_breaks(prog):
-    """fusegrad breaks no more often than torch (none where torch captures whole)."""
-    check_breaks_within_torchs(fg, prog, _TORCH_BREAKS)
 
-
-@pytest.mark.parametrize("prog", COMPILED, ids=[p.__name__ for p in COMPILED])
-def test_torch_graph_breaks(prog):
-    """torch breaks the graphs of the programs in _TORCH_BREAKS, at least as often as recorded,
-    and captures the others whole."""
-    check_torch_breaks(torch, prog, _TORCH_BREAKS)

@@ -64,26 +64,15 @@ import os
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import copy  # noqa: E402
-import inspect  # noqa: E402
 import math  # noqa: E402
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
-from program_support import (  # noqa: E402
-    check_breaks_within_torchs,
-    check_compiled,
-    check_program,
-    check_torch_breaks,
-)
 from program_support import maybe_compile as _maybe_compile  # noqa: E402
+from program_support import program_tests  # noqa: E402
 
 import fusegrad as fg  # noqa: E402
-
-
-def _check(prog, rtol=1e-4, atol=1e-5):
-    check_program(prog, torch, fg, rtol, atol)
-
 
 PROGRAMS = []
 
@@ -2317,14 +2306,6 @@ PROGRAMS += [fp32_loss_region_cuda_autocast]
 # and NumPy's accumulate in a different order (none so far).
 _TOLERANCES = {}
 
-
-@pytest.mark.parametrize("prog", PROGRAMS, ids=[p.__name__ for p in PROGRAMS])
-def test_program(prog):
-    _check(prog, *_TOLERANCES.get(prog.__name__, (1e-4, 1e-5)))
-
-
-# The programs that compile a model or function when asked.
-COMPILED = [p for p in PROGRAMS if "_maybe_compile(torch, compiled)" in inspect.getsource(p)]
 # The code generator's compile time dominates the file's (the suite is near its time budget):
 # the programs run on inductor are nine whose graphs are small; the others (recurrent loops
 # unrolled into long graphs, transformer stacks, the convolutional GANs and flow network, and
@@ -2334,26 +2315,10 @@ _ON_INDUCTOR = {"fsq_autoencoder", "virtual_adversarial_training", "ewc_two_task
                 "swav_sinkhorn_prototypes", "fixmatch_pseudo_labels",
                 "relativistic_average_gan", "learned_transformed_distribution",
                 "qr_dqn_quantile_huber", "adapter_mask_hook_with_kwargs"}
-_RUNS = [(p, b) for p in COMPILED for b in ("eager", "aot_eager", "inductor")
-         if not (b == "inductor" and p.__name__ not in _ON_INDUCTOR)]
-
 
 # Programs whose compiled runs differ from eager fusegrad (values or errors), under every
 # backend, with each gap's minimal repro.
 _COMPILED_GAPS: dict = {}
-
-
-def _gap_marked(runs: list, gaps: dict) -> list:
-    """The (program, backend) runs, those of a program in `gaps` as strict xfails."""
-    return [pytest.param(p, b, marks=pytest.mark.xfail(strict=True, reason=gaps[p.__name__]))
-            if p.__name__ in gaps else (p, b) for p, b in runs]
-
-
-@pytest.mark.parametrize("prog,backend", _gap_marked(_RUNS, _COMPILED_GAPS),
-                         ids=[f"{p.__name__}-{b}" for p, b in _RUNS])
-def test_compiled_matches_eager(prog, backend):
-    check_compiled(prog, backend, fg)
-
 
 # The graph breaks torch.compile (2.13, backend="eager") takes at least in each compiled
 # program; a program left out takes none.
@@ -2385,26 +2350,11 @@ _TORCH_BREAKS = {
 # repro.
 _CAPTURE_GAPS: dict = {}
 
-# (a program whose compiled run fails cannot have its graph breaks counted)
-_BREAK_GAPS = {**_CAPTURE_GAPS, **_COMPILED_GAPS}
-_BREAKS = [pytest.param(p, marks=pytest.mark.xfail(strict=True,
-                                                   reason=_BREAK_GAPS[p.__name__]))
-           if p.__name__ in _BREAK_GAPS else p for p in COMPILED]
-
-
-@pytest.mark.parametrize("prog", _BREAKS,
-                         ids=[p.values[0].__name__ if hasattr(p, "values") else p.__name__
-                              for p in _BREAKS])
-def test_compiled_graph_breaks(prog):
-    """fusegrad breaks no more often than torch (none where torch captures whole)."""
-    check_breaks_within_torchs(fg, prog, _TORCH_BREAKS)
-
-
-@pytest.mark.parametrize("prog", COMPILED, ids=[p.__name__ for p in COMPILED])
-def test_torch_graph_breaks(prog):
-    """torch breaks the graphs of the programs in _TORCH_BREAKS, at least as often as recorded,
-    and captures the others whole."""
-    check_torch_breaks(torch, prog, _TORCH_BREAKS)
+# The file's tests over its programs, with the tables above (program_tests).
+(test_program, test_compiled_matches_eager, test_compiled_graph_breaks,
+ test_torch_graph_breaks) = program_tests(
+    PROGRAMS, torch, fg, tolerances=_TOLERANCES, on_inductor=_ON_INDUCTOR,
+    compiled_gaps=_COMPILED_GAPS, torch_breaks=_TORCH_BREAKS, capture_gaps=_CAPTURE_GAPS)
 
 
 def _export_guarded_decoder(lib):
