@@ -196,6 +196,18 @@ def grads_match(fg_tensors, th_tensors, rtol=None, atol=None):
 # errors and warnings
 # ----------------------------------------------------------------------------------------------
 
+def outcome(run, described):
+    """`described(run())` (a result in comparable form), or ("error", the exception's type
+    name, its message) when `run` raises; warnings are not shown."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            r = run()
+    except Exception as e:  # noqa: BLE001 (the error is the outcome compared)
+        return ("error", type(e).__name__, str(e))
+    return described(r)
+
+
 def first_sentence(msg):
     msg = str(msg).strip()
     return re.split(r"(?<=[.!?])\s|\n", msg, maxsplit=1)[0]

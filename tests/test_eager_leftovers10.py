@@ -8,11 +8,11 @@ add_/sub_'s errors for a refused alpha, and a sweep of common functions and meth
 from __future__ import annotations
 
 import contextlib
-import warnings
 
 import numpy as np
 import pytest
 import torch
+from oracle import outcome
 
 import fusegrad
 from fusegrad._scalar_conversion import float_max
@@ -24,13 +24,7 @@ def _outcome(lib, f):
     """What `f(lib)` gives, in comparable form: a tensor's values (as float64, NaN and inf
     kept), dtype, shape, strides, requires_grad and grad_fn name; a tuple's items; a number;
     or the error's type and message."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            r = f(lib)
-    except Exception as e:  # noqa: BLE001 (the error is the outcome compared)
-        return ("error", type(e).__name__, str(e))
-    return _described(r)
+    return outcome(lambda: f(lib), _described)
 
 
 def _described(r):

@@ -18,11 +18,19 @@ from . import _random_draws as _draws
 from ._device import cpu as _cpu
 from ._device import device as _device_cls
 from ._device import meta as _META
-from ._scalar_conversion import check_python_int, fill_value, half_input, not_implemented_for
+from ._scalar_conversion import (
+    check_python_int,
+    checked_scalar,
+    fill_value,
+    half_input,
+    not_implemented_for,
+)
 from ._shapes import FORMAT_ORDERS, format_order, in_memory_order, memory_order, strides_order
 from ._symbolic import SymInt, size_int
 from ._tensor import (
     Tensor,
+    int_list_error,
+    is_int_argument,
     rebuild_tensor,  # noqa: F401  (pickles written before it moved name it here)
 )
 from ._thread_state import active as _active
@@ -32,21 +40,37 @@ from ._type_names import python_type_name
 from ._warn import warn_at_caller, warn_once, warn_once_at_caller
 
 
-def _sizes(size, caller: str = "empty") -> tuple:
+def _sizes(size, caller: str = "empty", position: int | None = 1) -> tuple:
+    """The shape in `size` (the sizes spread out, or one sequence of them), checked as
+    PyTorch's parser reads an `int[]` given at `position` (None: by keyword): ints, or 0-d
+    integer tensors read as theirs, a bool only past the first."""
+    given = size
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = size[0]
     out = []
     for s in size:
-        if isinstance(s, Tensor):
-            s = s.item()
-        if not isinstance(s, numbers.Integral) or isinstance(s, bool):
-            raise TypeError(f"expected a sequence of integers or a single integer, got "
-                            f"{type(s).__name__}")
+        if isinstance(s, Tensor) and is_int_argument(s):
+            s = s.__index__()
+        if not isinstance(s, numbers.Integral) or (s.__class__ is bool and not out):
+            raise _size_error(given, caller, position)
         out.append(s)
     # PyTorch reads the whole size before it checks any of it (a bad type is the error
     # even after a negative size)
     check_sizes(out, caller)
     return tuple(size_int(s) for s in out)
+
+
+def _size_error(size, caller: str, position: int | None) -> TypeError:
+    """PyTorch's parser's error for a shape argument that is no list of ints: by position,
+    as an `int[]` (one size alone is read as the whole argument); by keyword, naming the
+    type of what was given."""
+    value = size[0] if len(size) == 1 else size
+    if position is None:
+        return TypeError(f"{caller}(): argument 'size' must be tuple of ints, not "
+                         f"{python_type_name(value)}")
+    return int_list_error(value, caller, "size", position) or TypeError(
+        f"{caller}(): argument 'size' (position {position}) must be tuple of ints, not "
+        f"{python_type_name(value)}")
 
 
 def check_sizes(shape, caller: str = "empty") -> None:
@@ -95,7 +119,7 @@ def _size_arg(sizes: tuple, size, caller: str, signatures: str = "") -> tuple:
     """
     if (size is None and sizes) or (size is not None and not sizes
                                     and isinstance(size, (tuple, list))):
-        return _sizes(sizes or (size,), caller)
+        return _sizes(sizes, caller) if sizes else _sizes((size,), caller, None)
     if signatures:
         got = [type(s).__name__ for s in sizes]
         if size is not None:
@@ -634,7 +658,7 @@ def full(size, fill_value, *, out=None, dtype=None, layout=None, device=None,
     if isinstance(fill_value, Tensor):  # a 0-d tensor fills as its number
         fill_value = fill_value.item()
     dt = dtype or _dtype.scalar_dtype(fill_value)
-    shape = _sizes((size,))
+    shape = _sizes((size,), "full")
     return _factory(shape, dt, requires_grad, lambda nd: _full_array(shape, fill_value, nd),
                     device=dev)
 
@@ -649,6 +673,13 @@ def _full_array(shape: tuple, value, nd: np.dtype) -> np.ndarray:
 def eye(n: int, m: int | None = None, *, out=None, dtype=None, layout=None, device=None,
         requires_grad=False):
     """The identity matrix (n x m)."""
+    if n.__class__ is not int and not is_int_argument(n):
+        raise TypeError(f"eye(): argument 'n' (position 1) must be int, not "
+                        f"{python_type_name(n)}")
+    if m is not None and m.__class__ is not int and not is_int_argument(m):
+        raise _random.invalid_generator_combination(
+            "eye", (n, m), {}, "".join(f" * ({head}, *, {_FACTORY_OPTIONS})\n"
+                                       for head in ("int n", "int n, int m")))
     dev = _check_device(device)
     m = n if m is None else m
     if n < 0:  # eye checks its sizes itself, in its own words
@@ -718,8 +749,14 @@ def _fmt_number(v) -> str:
 
 
 def _tri_indices(row: int, col: int, offset: int, lower: bool, dtype, device):
+    name = "tril_indices" if lower else "triu_indices"
     # (ints only: a float is `__index__`'s TypeError, which the public function's wrapper
     # words as PyTorch's parser does)
+    for position, (param, value) in enumerate((("row", row), ("col", col),
+                                                ("offset", offset)), 1):
+        if value.__class__ is bool:  # (anything else that is no int: `__index__`'s error)
+            raise TypeError(f"{name}(): argument '{param}' (position {position}) must be int, "
+                            "not bool")
     row, col, offset = (v if v.__class__ is int or v.__class__ is SymInt else operator.index(v)
                         for v in (row, col, offset))
     dev = _check_device(device)
@@ -822,9 +859,9 @@ def _normal_values(shape, generator, dtype, requires_grad, contiguous: bool,
                     device=device)
 
 
-def randint(low, high=None, size=None, *, generator=None, out=None, dtype=None, layout=None,
-            device=None, requires_grad=False):
-    """Random integers in [low, high)."""
+def randint(low=None, high=None, size=None, *, generator=None, out=None, dtype=None,
+            layout=None, device=None, requires_grad=False):
+    """Random integers in [low, high): `randint(high, size)` or `randint(low, high, size)`."""
     if generator is not None and _random.bad_generator(generator):
         # (`randint(high, size=...)`: a size without a high was given by keyword)
         args = (low,) if high is None else (low, high) if size is None else (low, high, size)
@@ -833,15 +870,39 @@ def randint(low, high=None, size=None, *, generator=None, out=None, dtype=None, 
                                out=out, dtype=dtype, layout=layout, device=device,
                                requires_grad=requires_grad)
     dev = _check_device(device)
-    if size is None:  # randint(high, size)
-        low, high, size = 0, low, high
-    shape = _sizes((size,))  # PyTorch makes the tensor (checking its size) before drawing
-    if low >= high:
-        raise RuntimeError(
-            f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
-    return _factory(shape, dtype or _dtype.int64, requires_grad,
-                    lambda dt: _draws.integers(generator, math.prod(shape), int(low), int(high))
-                    .astype(dt).reshape(shape), random=True, device=dev)
+    low, high, shape = _randint_args(low, high, size)
+    dt = dtype or _dtype.int64
+    if not on_meta(dev):
+        _random.check_random_bounds(low, high, dt.np)
+    return _factory(shape, dt, requires_grad,
+                    lambda nd: _draws.integers(generator, math.prod(shape), low, high)
+                    .astype(nd).reshape(shape), random=True, device=dev)
+
+
+def _randint_args(low, high, size) -> tuple:
+    """randint's (low, high, shape), read as PyTorch's parser reads its overloads: `(high,
+    size)` (`low` holds the high given by position) or `(low, high, size)`. In the first a
+    wrong high or size is named (its position given when it was given by position); in the
+    second the call matches no overload."""
+    if high is None or size is None or low is None:  # randint(high, size): named singly
+        if (high is None or low is None) and size is None:
+            given = tuple(v for v in (low, high) if v is not None)
+            raise _random.invalid_generator_combination("randint", given, {},
+                                                        _RANDINT_SIGNATURES)
+        keyword = low is None  # (`randint(high=3, size=(2,))`)
+        top, size = (high, size) if keyword else (low, high if size is None else size)
+        if not is_int_argument(top):
+            where = "" if keyword else " (position 1)"
+            raise TypeError(f"randint(): argument 'high'{where} must be int, not "
+                            f"{python_type_name(top)}")
+        position = 2 if high is not None and not keyword else None
+        return 0, _random.int64_argument(top), _sizes((size,), "randint", position)
+    if not (is_int_argument(low) and is_int_argument(high) and isinstance(size, (tuple, list))
+            and int_list_error(size, "randint", "size", 3) is None):
+        raise _random.invalid_generator_combination("randint", (low, high, size), {},
+                                                    _RANDINT_SIGNATURES)
+    shape = _sizes((size,), "randint", 3)  # PyTorch makes the tensor before drawing
+    return _random.int64_argument(low), _random.int64_argument(high), shape
 
 
 def normal(mean=0.0, std=1.0, size=None, *, generator=None, out=None, dtype=None,
@@ -859,9 +920,13 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, out=None, dtype=None
         # (tensors with data take the registry's `normal.Tensor_*` ops: `_distributions`)
         return _meta_normal(mean, std)
     dev = _check_device(device)
+    if size is not None and not (isinstance(size, (tuple, list)) and
+                                 int_list_error(size, "normal", "size", 3) is None):
+        raise _random.invalid_generator_combination("normal", (mean, std, size), {},
+                                                    _NORMAL_SIGNATURES)
     shape = _sizes((size,)) if size is not None else ()  # the tensor is made before std's check
     if std < 0:
-        raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
+        raise RuntimeError(f"normal expects std >= 0.0, but found std {float(std):g}")
     # (PyTorch's default device does not reach `normal`: on the CPU unless told otherwise)
     return _factory(shape, _float_dtype(dtype), requires_grad,
                     lambda dt: _drawn(lambda n, d: _draws.normal(generator, n, d, mean, std),
@@ -885,10 +950,36 @@ def randperm(n: int, *, generator=None, out=None, dtype=None, layout=None, devic
         raise _generator_error("randperm", (n,), _RANDPERM_SIGNATURES, generator=generator,
                                out=out, dtype=dtype, layout=layout, device=device,
                                requires_grad=requires_grad)
+    if n.__class__ is not int and n.__class__ is not SymInt:  # (a traced size stays symbolic)
+        if not is_int_argument(n):
+            raise TypeError(f"randperm(): argument 'n' (position 1) must be int, not "
+                            f"{python_type_name(n)}")
+        n = _random.int64_argument(n)
+    elif n.__class__ is int:
+        _random.int64_argument(n)
     dev = _check_device(device)
     check_sizes((n,))
-    return _factory((n,), dtype or _dtype.int64, requires_grad,
+    dtype = dtype or _dtype.int64
+    if not on_meta(dev) and n.__class__ is int:
+        _randperm_dtype_check(n, dtype)
+    return _factory((n,), dtype, requires_grad,
                     lambda dt: _draws.randperm(generator, n).astype(dt), random=True, device=dev)
+
+
+# The largest n whose permutation a floating dtype holds exactly (PyTorch's limits).
+_RANDPERM_FLOAT_LIMITS = {"float16": (2049, "2049"), "float32": (2 ** 24 + 1, "2^24+1")}
+
+
+def _randperm_dtype_check(n: int, dtype: _dtype.dtype) -> None:
+    """PyTorch's refusals of randperm's dtype: bool and complex ones have no kernel; an
+    integer dtype must hold n - 1, a half or float one count exactly up to n."""
+    if dtype is _dtype.bool_ or dtype.is_complex:
+        raise not_implemented_for("randperm", dtype)
+    limit = _RANDPERM_FLOAT_LIMITS.get(dtype.name)
+    if limit is not None and n > limit[0]:
+        raise RuntimeError(f"n cannot be greater than {limit[1]} for {dtype.legacy} type.")
+    if not dtype.is_floating_point and n:
+        checked_scalar(n - 1, dtype.np)  # (its error: `value cannot be converted ...`)
 
 
 # ---------------------------------------------------------------- *_like and new_*
@@ -1004,10 +1095,21 @@ def randint_like(input, low=None, high=None, *, dtype=None, layout=None, device=
     _check_like_generator("randint_like", (input, low) if high is None else (input, low, high),
                           _RANDINT_LIKE_SIGNATURES, generator, dtype, layout, device,
                           requires_grad, memory_format)
+    given = (input, low) if high is None else (input, low, high)
     if low is None:
-        low = 0  # randint_like(x, high=...)
+        low, given = 0, (input,)  # randint_like(x, high=...)
     elif high is None:
         low, high = 0, low
+    # ints, or (PyTorch's `Tensor high` overload) a 0-d tensor for a high given alone
+    tensor_high = isinstance(high, Tensor) and len(given) < 3
+    if not (is_int_argument(low) and (is_int_argument(high) or tensor_high)):
+        raise _generator_error("randint_like", given, _RANDINT_LIKE_SIGNATURES,
+                               **({"high": high} if len(given) == 1 else {}), **options)
+    if tensor_high:
+        if high.ndim:
+            raise RuntimeError("high must be a scalar tensor and on CPU")
+        high = int(high.item())  # (any dtype: its value as an int64)
+    low, high = _random.int64_argument(low), _random.int64_argument(high)
     if device is None and (_active.default_device or not input._plain):
         device = input.device
     return _in_order(lambda shape, **kw: randint(low, high, shape, generator=generator, **kw),
@@ -1035,7 +1137,7 @@ def _new(fn):
 def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False,
              layout=None, pin_memory=False):
     """`full` with this tensor's dtype by default."""
-    return full(size, fill_value, dtype=_dtype.as_dtype(dtype) or self.dtype,
+    return full(_sizes((size,), "new_full"), fill_value, dtype=_dtype.as_dtype(dtype) or self.dtype,
                 requires_grad=requires_grad)
 
 

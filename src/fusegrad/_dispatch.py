@@ -136,6 +136,7 @@ plain = _Plain()
 plain.Tensor = Tensor
 plain.make = _make
 _np_scalar = np.generic
+_PY_NUMBERS = (int, float, complex)
 
 
 # Tensor subclasses that dispatch treats as Tensor in the recorders of the call shapes (a
@@ -208,7 +209,10 @@ def call(op, *args):
                 raw.append(a)
         elif cls in _SIMPLE:
             raw.append(a)
-        elif isinstance(a, _np_scalar):  # as the Python number it holds, as PyTorch reads it
+        elif isinstance(a, _np_scalar) or (cls is not complex and isinstance(a, _PY_NUMBERS)):
+            # A NumPy scalar, or an instance of a subclass of int or float (an IntEnum
+            # member): the Python number it holds, as PyTorch reads it (NumPy would take
+            # the subclass as a strong, 64-bit operand)
             return call(op, *python_scalars(args))
         elif not hasattr(cls, "__fusegrad_function__"):
             raw.append(a)
@@ -531,14 +535,25 @@ def _record_inplace_on_view(op, args, view, bump=False):
 
 
 def python_scalars(args: tuple) -> tuple:
-    """`args` with each NumPy scalar replaced by the Python number PyTorch reads it as."""
-    return tuple([_dtype.python_scalar(a) if isinstance(a, _np_scalar) else a for a in args])
+    """`args` with each NumPy scalar, and each instance of a subclass of a Python number
+    type, replaced by the Python number PyTorch reads it as."""
+    return tuple([_python_number(a) for a in args])
+
+
+def _python_number(a):
+    if isinstance(a, _np_scalar):
+        return _dtype.python_scalar(a)
+    cls = a.__class__
+    if cls in _SIMPLE or cls is complex or not isinstance(a, _PY_NUMBERS):
+        return a
+    return int(a) if isinstance(a, int) else float(a) if isinstance(a, float) else complex(a)
 
 
 def _call_slow(op, args):
     """Modes, fake tensors and foreign `__fusegrad_function__` types."""
     for a in args:
-        if isinstance(a, _np_scalar):
+        if isinstance(a, _np_scalar) or (a.__class__ not in _SIMPLE and a.__class__ is not complex
+                                          and isinstance(a, _PY_NUMBERS)):
             args = python_scalars(args)
             break
     if _local.autocast is not None:  # before the modes, as PyTorch's autocast keys

@@ -14,7 +14,7 @@ import numbers
 import numpy as np
 
 from . import _dtype
-from ._sparse import strided
+from ._sparse import sparse_coo, strided
 from ._tensor import STATE_SLOTS, Size, Tensor
 
 # The C++ element type names PyTorch prints in a legacy constructor's dtype mismatch.
@@ -173,31 +173,87 @@ class tensortype(type):
     def __call__(cls, *args, **kwargs) -> Tensor:
         if cls.is_cuda:
             raise unavailable_type(cls)
+        if cls.is_sparse:
+            return legacy_sparse_new(cls.dtype, args, kwargs)
         return legacy_new(cls.dtype, args, kwargs)
 
     def __instancecheck__(cls, obj) -> bool:
-        # (every tensor is a CPU tensor: none is an instance of a CUDA class)
-        return not cls.is_cuda and isinstance(obj, Tensor) and obj.dtype is cls.dtype
+        # (every tensor is a CPU tensor: none is an instance of a CUDA class; a sparse one
+        # is an instance of the sparse classes only)
+        return not cls.is_cuda and isinstance(obj, Tensor) and obj.dtype is cls.dtype and \
+            obj.is_sparse is cls.is_sparse
 
     def __repr__(cls) -> str:
         return f"<class '{cls.__module__}.{cls.__name__}'>"
 
 
-def _make_types(module: str) -> dict:
+def _make_types(module: str, sparse: bool = False) -> dict:
     types = {}
+    # (PyTorch has no sparse bool class)
     for name in ("float32", "float64", "float16", "bfloat16", "int64", "int32", "int16",
-                 "int8", "uint8", "bool"):
+                 "int8", "uint8") + (() if sparse else ("bool",)):
         dt = _dtype.BY_NAME[name]
         cls_name = f"{dt.legacy}Tensor"
         types[cls_name] = tensortype(cls_name, (), {
-            "dtype": dt, "is_cuda": module.endswith(".cuda"), "is_sparse": False,
-            "layout": strided, "__module__": module,
+            "dtype": dt, "is_cuda": module.endswith(".cuda"), "is_sparse": sparse,
+            "layout": sparse_coo if sparse else strided, "__module__": module,
             "__doc__": f"Legacy constructor and type test for {name} tensors."})
     return types
 
 
 TYPES = _make_types("fusegrad")
 CUDA_TYPES = _make_types("fusegrad.cuda")
+SPARSE_TYPES = _make_types("fusegrad.sparse", sparse=True)
+
+_USER = 4  # (the stack level of a warning from `legacy_sparse_new`: the constructor's caller)
+_SPARSE_SIGNATURES = (
+    " * (*, torch.device device = None)\n"
+    " * (Tensor indices, Tensor values, *, torch.device device = None)\n"
+    " * (Tensor indices, Tensor values, tuple of ints size, *, torch.device device = None)\n"
+    " * (tuple of ints size, *, torch.device device = None)\n")
+
+
+def legacy_sparse_new(dt: _dtype.dtype, args: tuple, kwargs: dict) -> Tensor:
+    """What `torch.sparse.<Type>Tensor(*args, **kwargs)` returns for the dtype `dt`: a sparse
+    COO tensor without elements (of shape (0,), or of the sizes given), or of the given
+    indices and values (whose dtype they keep, as PyTorch's do), each with PyTorch's
+    deprecation warning naming `sparse_coo_tensor`."""
+    from ._creation import _check_device
+    from ._functions.sparse import sparse_coo_tensor
+    from ._warn import warn_once
+
+    for key in kwargs:
+        if key != "device":
+            raise TypeError(f"new() got an unexpected keyword argument '{key}'")
+    _check_device(kwargs.get("device"))
+    if not args:
+        warn_once("torch.sparse.SparseTensor() is deprecated.  Please use "
+                  "torch.sparse_coo_tensor((0,), dtype=).", _USER)
+        return _empty_sparse((0,), dt)
+    if len(args) == 1 and isinstance(args[0], Size) or all(map(_is_size, args)):
+        warn_once("torch.sparse.SparseTensor(shape, *, device=) is deprecated.  Please use "
+                  "torch.sparse_coo_tensor(shape, dtype=, device=).", _USER)
+        sizes = tuple(args[0]) if len(args) == 1 and isinstance(args[0], Size) else args
+        return _empty_sparse(_sizes(sizes), dt)
+    if len(args) in (2, 3) and all(isinstance(a, Tensor) for a in args[:2]) and (
+            len(args) == 2 or isinstance(args[2], (tuple, list))):
+        shape = "shape, " if len(args) == 3 else ""
+        warn_once(f"torch.sparse.SparseTensor(indices, values, {shape}*, device=) is "
+                  "deprecated.  Please use torch.sparse_coo_tensor(indices, values, "
+                  f"{shape}dtype=, device=).", _USER)
+        return sparse_coo_tensor(*args, check_invariants=False)
+    got = ", ".join(type(a).__name__ for a in args)
+    raise TypeError(f"new() received an invalid combination of arguments - got ({got}), but "
+                    f"expected one of:\n{_SPARSE_SIGNATURES}")
+
+
+def _empty_sparse(shape: tuple, dt: _dtype.dtype) -> Tensor:
+    """A sparse COO tensor of `shape` and `dt` without elements (all its dims sparse)."""
+    from ._functions.sparse import sparse_coo_tensor
+
+    indices = Tensor._make(np.zeros((len(shape), 0), np.int64))
+    return sparse_coo_tensor(indices, Tensor._make(np.zeros((0,), dt.np), dt), shape,
+                             check_invariants=False)
 
 
 _TYPE_PARAMETERS = ("dtype", "non_blocking")

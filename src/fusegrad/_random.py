@@ -11,6 +11,7 @@ layout, so states cross-load both ways. How each op turns words into values live
 
 from __future__ import annotations
 
+import operator
 import os
 
 import numpy as np
@@ -277,6 +278,35 @@ def invalid_generator_combination(fname: str, args: tuple, kwargs: dict,
     text = ", ".join(got + named) if got else "".join(f"{n}, " for n in named)
     return TypeError(f"{fname}() received an invalid combination of arguments - got ({text}), "
                      f"but expected one of:\n{signatures}")
+
+
+def check_random_bounds(low: int, high: int, dt: np.dtype) -> None:
+    """PyTorch's checks of integer draws in [low, high) for NumPy dtype `dt` (`random_`,
+    `randint`), in its order: a non-empty range, a dtype that holds integers (complex ones do
+    not), then both ends (`from`, `to - 1`) within an integer or bool dtype's range."""
+    if low >= high:
+        raise RuntimeError("random_ expects 'from' to be less than 'to', but got "
+                           f"from={low} >= to={high}")
+    if dt.kind == "c":
+        raise RuntimeError("check_random_bounds handles only integral, floating-point and "
+                           "boolean types")
+    if dt.kind in "biu":
+        from ._dtype import from_numpy_dtype
+
+        bottom, top = (0, 1) if dt.kind == "b" else (int(np.iinfo(dt).min),
+                                                     int(np.iinfo(dt).max))
+        for value, name in ((low, "from"), (high - 1, "to - 1")):
+            if not bottom <= value <= top:
+                raise RuntimeError(f"{name} is out of bounds for {from_numpy_dtype(dt).cpp}")
+
+
+def int64_argument(value) -> int:
+    """An int argument as PyTorch's parser reads it, a C long long: anything with
+    `__index__` (a 0-d integer tensor too), refused past int64's range."""
+    value = operator.index(value)
+    if not -(1 << 63) <= value < (1 << 63):
+        raise ValueError("Overflow when unpacking long long")
+    return value
 
 
 def rng(generator: Generator | None) -> np.random.Generator:

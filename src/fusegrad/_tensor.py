@@ -81,9 +81,36 @@ def _real_value(value, c_type: str):
     return value
 
 
-def _is_int_dim(dim) -> bool:
-    """Whether `dim` is read as an int dim (anything with `__index__` but a bool)."""
-    return dim.__class__ is not bool and hasattr(type(dim), "__index__")
+def is_int_argument(value) -> bool:
+    """Whether PyTorch's argument parser reads `value` as an int: anything with `__index__`
+    but a bool, a tensor only when it is a 0-d integer one (`x.size(torch.tensor(1))`)."""
+    if isinstance(value, Tensor):
+        dt = value._dtype
+        return not value.ndim and not (dt.is_floating_point or dt.is_complex or
+                                       dt is _dtype.bool_)
+    return value.__class__ is not bool and hasattr(type(value), "__index__")
+
+
+def int_list_error(value, name: str, param: str, position: int) -> TypeError | None:
+    """PyTorch's parser's TypeError for `value` given by position for an `int[]` parameter
+    (one int or a sequence of them), or None when it reads as one: a first element that is
+    no int is named as an element of the tuple, a later one as a failure to unpack it (where
+    a bool is taken as an int)."""
+    where = f"{name}(): argument '{param}' (position {position}) must be tuple of ints"
+    if isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            if i == 0 and not is_int_argument(item):
+                return TypeError(f"{where}, but found element of type "
+                                 f"{python_type_name(item)} at pos 0")
+            if not hasattr(type(item), "__index__") or (
+                    isinstance(item, Tensor) and not is_int_argument(item)):
+                return TypeError(f"{name}(): argument '{param}' failed to unpack the object "
+                                 f"at pos {i + 1} with error \"type must be tuple of ints,but "
+                                 f"got {python_type_name(item)}\"")
+        return None
+    if not is_int_argument(value):
+        return TypeError(f"{where}, not {python_type_name(value)}")
+    return None
 
 
 def _not_int_dim(name: str, dim) -> TypeError:
@@ -149,7 +176,7 @@ class Tensor:
         """The shape, or the size of dimension `dim`."""
         if dim is None:
             return Size(self._data.shape)
-        if dim.__class__ is not int and not _is_int_dim(dim):
+        if dim.__class__ is not int and not is_int_argument(dim):
             raise _not_int_dim("size", dim)
         if not self._data.ndim:
             raise IndexError(f"dimension specified as {dim} but tensor has no dimensions")
@@ -196,7 +223,7 @@ class Tensor:
         st = elem_strides(self._data)
         if dim is None:
             return st
-        if dim.__class__ is not int and not _is_int_dim(dim):
+        if dim.__class__ is not int and not is_int_argument(dim):
             raise _not_int_dim("stride", dim)
         return st[wrap_dim(dim, len(st))]
 
@@ -665,7 +692,7 @@ class Tensor:
 
         dtype = legacy_type_arguments(args, kwargs)
         if dtype is None:
-            return f"torch.{self._dtype.legacy}Tensor"
+            return f"torch.{'sparse.' if self.is_sparse else ''}{self._dtype.legacy}Tensor"
         return self.to(dtype)
 
     def type_as(self, other):

@@ -14,11 +14,11 @@ Each helper runs only once a call has left its function's common path.
 from __future__ import annotations
 
 import numbers
+import sys
 import types
 
-from .. import _dtype
 from .._symbolic import SymInt
-from .._tensor import Tensor
+from .._tensor import Tensor, int_list_error, is_int_argument
 from .._type_names import python_type_name
 from ._signatures import _parse, _resolve
 
@@ -68,6 +68,26 @@ def keepdims(name: str, keepdim, given):
     return given
 
 
+def bound(name: str, params: tuple, args: tuple, kwargs: dict, method: bool) -> tuple:
+    """(the arguments given by name, where each given by position sits) for a function that
+    reads `params` (its parameters after `input`) from `*args, **kwargs`: the place is
+    PyTorch's ` (position n)`, counted from `self` for a method and from `input` for a
+    function. Too many, unknown or repeated arguments are Python's TypeErrors."""
+    first = 1 if method else 2  # (a function counts `input`)
+    if len(args) > len(params):
+        raise TypeError(f"{name}() takes from {first} to {first + len(params) - 1} positional "
+                        f"arguments but {len(args) + first - 1} were given")
+    given = dict(zip(params, args))
+    where = {k: f" (position {first + i})" for i, k in enumerate(given)}
+    for key, value in kwargs.items():
+        if key not in params:
+            raise TypeError(f"{name}() got an unexpected keyword argument '{key}'")
+        if key in given:
+            raise TypeError(f"{name}() got multiple values for argument '{key}'")
+        given[key] = value
+    return given, where
+
+
 def missing(name: str, parameter: str) -> TypeError:
     """PyTorch's error for a required argument left out (its own wording, not Python's)."""
     return TypeError(f'{name}() missing 1 required positional arguments: "{parameter}"')
@@ -99,23 +119,49 @@ def tensor_sequence(name: str, tensors, argument: str = "'tensors' (position 1)"
     return list(tensors)
 
 
-def _is_index(value) -> bool:
-    """Whether PyTorch's parser reads `value` as an int: a bool is none, a tensor only a 0-d
-    integer one."""
-    if isinstance(value, Tensor):
-        dt = value.dtype
-        return not value.ndim and not (dt.is_floating_point or dt.is_complex or
-                                       dt is _dtype.bool_)
-    return value.__class__ is not bool and hasattr(type(value), "__index__")
-
-
 def int_parameter(value, name: str, param: str, position: int):
     """`value` (an `int` parameter: anything with `__index__` but a bool), or PyTorch's
     parser's TypeError naming the argument and its `position`."""
-    if value.__class__ is int or _is_index(value):
+    if value.__class__ is int or is_int_argument(value):
         return value
     raise TypeError(f"{name}(): argument '{param}' (position {position}) must be int, not "
                     f"{python_type_name(value)}")
+
+
+def called_as_method(depth: int = 1) -> bool:
+    """Whether the public function `depth` frames up (1: the function asking) was called as
+    a Tensor method, not through the torch namespace's protocol wrapper: for
+    the functions without `out`, whose method is the function itself (`method_form`). Asked on
+    error paths only, where PyTorch's parser counts positions from the first argument after
+    `self` for a method and from `input` for a function."""
+    caller = sys._getframe(depth + 1)
+    if caller.f_code.co_filename != _WRAPPER_FILE:
+        return True
+    # (a wrapper's namespace holds its `info`: [public, fn, label, flags]; while a mode is
+    # active the methods are wrappers too, labelled `torch.Tensor.<name>`)
+    info = caller.f_globals.get("info")
+    return info is not None and info[2].startswith("torch.Tensor.")
+
+
+_WRAPPER_FILE = "<torch function wrapper>"  # (the protocol's generated wrappers' code)
+
+
+def int_arguments(name: str, *named, skip: int = 0) -> None:
+    """PyTorch's parser's TypeError for the first of `named` (parameter, value) pairs, the
+    parameters a public function without `out` takes after `input` (after `skip` others), in
+    order, that is no int; positions counted as the caller's caller was called
+    (`called_as_method`)."""
+    first = 1 if called_as_method(2) else 2
+    int_parameters(name, first + skip, *named)
+
+
+def int_list_argument(value, name: str, param: str, index: int):
+    """`value` (an `int[]` parameter of a public function without `out`, the `index`-th
+    after `input`), or PyTorch's parser's TypeError (`int_list_error`), its position counted
+    as the caller's caller was called (`called_as_method`)."""
+    if int_list_error(value, name, param, index) is not None:
+        raise int_list_error(value, name, param, index if called_as_method(2) else index + 1)
+    return value
 
 
 def int_parameters(name: str, first: int, *named) -> None:
@@ -127,21 +173,10 @@ def int_parameters(name: str, first: int, *named) -> None:
 
 def int_list_parameter(value, name: str, param: str, position: int):
     """`value` (an `int[]` parameter: one int or a sequence of them), or PyTorch's parser's
-    TypeError: a first element that is no int is named as an element of the tuple, a later
-    one as a failure to unpack it (where a bool is taken as an int)."""
-    where = f"{name}(): argument '{param}' (position {position}) must be tuple of ints"
-    if isinstance(value, (list, tuple)):
-        for i, item in enumerate(value):
-            if i == 0 and not _is_index(item):
-                raise TypeError(f"{where}, but found element of type "
-                                f"{python_type_name(item)} at pos 0")
-            if not hasattr(type(item), "__index__"):
-                raise TypeError(f"{name}(): argument '{param}' failed to unpack the object at "
-                                f"pos {i + 1} with error \"type must be tuple of ints,but got "
-                                f"{python_type_name(item)}\"")
-        return value
-    if not _is_index(value):
-        raise TypeError(f"{where}, not {python_type_name(value)}")
+    TypeError naming the argument and its `position` (`int_list_error`)."""
+    error = int_list_error(value, name, param, position)
+    if error is not None:
+        raise error
     return value
 
 

@@ -19,7 +19,8 @@ import numpy as np
 from .. import _dtype
 from .._creation import _check_device, _factory
 from .._scalar_conversion import checked_scalar, not_implemented_for
-from .._tensor import Tensor
+from .._tensor import Tensor, is_int_argument
+from .._type_names import python_type_name
 from ..ops import _native
 
 
@@ -33,8 +34,29 @@ def _bound_number(name: str, value, function: str):
     return value
 
 
+# The options PyTorch's linspace and logspace overloads list after their positional
+# parameters, and the heads of those overloads (a Tensor or a Number for each bound).
+_RANGE_OPTIONS = ("*, Tensor out = None, torch.dtype dtype = None, torch.layout layout = None, "
+                  "torch.device device = None, bool pin_memory = False, "
+                  "bool requires_grad = False")
+_RANGE_HEADS = ("Tensor start, Tensor end", "Number start, Tensor end",
+                "Tensor start, Number end", "Number start, Number end")
+
+
+def _steps_error(function: str, start, end, steps) -> TypeError:
+    """PyTorch's error for a `steps` that is no int: none of the four overloads fits."""
+    base = ", float base = 10.0" if function == "logspace" else ""
+    lines = "".join(f" * ({head}, int steps{base}, {_RANGE_OPTIONS})\n"
+                    for head in _RANGE_HEADS)
+    got = ", ".join(python_type_name(v) for v in (start, end, steps))
+    return TypeError(f"{function}() received an invalid combination of arguments - got "
+                     f"({got}), but expected one of:\n{lines}")
+
+
 def _range_arguments(start, end, steps: int, dtype, device, function: str) -> tuple:
     """(start, end, dtype) of a linspace/logspace call, checked as PyTorch checks them."""
+    if steps.__class__ is not int and not is_int_argument(steps):
+        raise _steps_error(function, start, end, steps)
     _check_device(device)
     start = _bound_number("start", start, function)
     end = _bound_number("end", end, function)

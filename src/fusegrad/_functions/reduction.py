@@ -93,6 +93,10 @@ def sum(input, dim=_NOT_GIVEN, keepdim=_NOT_GIVEN, *, dtype=None,  # noqa: A001
         if dtype is None:
             return call1(R.sum_, input)
         return call(R.sum_, input, as_dtype(dtype))
+    if dim.__class__ is not int and dim is not _NOT_GIVEN and not _dims_argument(dim):
+        _dims_error("sum", dim)
+        _args.parsed("sum", _SUM, input, (dim,) if keepdim is _NOT_GIVEN else (dim, keepdim),
+                     {}, _args.is_method_copy(locals()))
     if dim is _NOT_GIVEN or axis is not None or keepdims is not None:
         dim, keepdim, whole = _sum_args("sum", dim, keepdim, dtype,
                                         _args.is_method_copy(locals()), out is not None,
@@ -115,6 +119,10 @@ def mean(input, dim=_NOT_GIVEN, keepdim=_NOT_GIVEN, *, dtype=None, out=None, axi
         if dtype is None:
             return call1(R.mean, input)
         return call(R.mean, input, as_dtype(dtype))
+    if dim.__class__ is not int and dim is not _NOT_GIVEN and not _dims_argument(dim):
+        _dims_error("mean", dim)
+        _args.parsed("mean", _MEAN, input, (dim,) if keepdim is _NOT_GIVEN else (dim, keepdim),
+                     {}, _args.is_method_copy(locals()))
     if dim is _NOT_GIVEN or axis is not None or keepdims is not None:
         dim, keepdim, whole = _sum_args("mean", dim, keepdim, dtype,
                                         _args.is_method_copy(locals()), out is not None,
@@ -128,6 +136,31 @@ def mean(input, dim=_NOT_GIVEN, keepdim=_NOT_GIVEN, *, dtype=None, out=None, axi
         dtype = as_dtype(dtype)
     return call(R.mean_dim, input, (dim,) if dim.__class__ is int else _args.reduced_dims(dim),
                 keepdim, dtype)
+
+
+def _dims_argument(dim) -> bool:
+    """Whether `dim` reads as sum's and mean's `dim`: None, an int or a list of ints."""
+    return dim is None or _args.is_int_argument(dim) or (
+        isinstance(dim, (list, tuple)) and builtins.all(map(_args.is_int_argument, dim)))
+
+
+def _dims_error(name: str, dim) -> None:
+    """PyTorch's parser's error for a list of dims whose first is an int and a later one is
+    not (it fails to unpack the later one); other dims fit no overload (`_SUM`)."""
+    if isinstance(dim, (list, tuple)) and dim and _args.is_int_argument(dim[0]):
+        raise _args.int_list_error(dim, name, "dim", 1)
+
+
+# sum's and mean's overloads, for the message of a dim that fits neither (the one without
+# `dim` is listed first; mean's function takes `out` in both)
+_DIM_OVERLOAD = "Tensor input, int[1] dim, bool keepdim=False, *, ScalarType? dtype=None, " \
+    "Tensor out=None"
+_METHOD_OVERLOADS = ("*, ScalarType? dtype=None",
+                     "int[1] dim, bool keepdim=False, *, ScalarType? dtype=None")
+_SUM = _args.Overloads(("Tensor input, *, ScalarType? dtype=None", _DIM_OVERLOAD),
+                       _METHOD_OVERLOADS)
+_MEAN = _args.Overloads(("Tensor input, *, ScalarType? dtype=None, Tensor out=None",
+                         _DIM_OVERLOAD), _METHOD_OVERLOADS)
 
 
 def amax(input, dim=(), keepdim=False, *, out=None, axis=None, keepdims=None):
@@ -149,18 +182,7 @@ def _softmax_args(name: str, args: tuple, kwargs: dict, axis, method: bool) -> t
     """softmax's (dim, dtype) from a call that left the common path (one int dim by
     position), with PyTorch's parser's errors: a missing dim, too many arguments, an unknown
     keyword, and a dim that is no int (its position named only when given by position)."""
-    first = 1 if method else 2  # (a function counts `input`)
-    if len(args) > 2:
-        raise TypeError(f"{name}() takes from {first} to {first + 1} positional arguments "
-                        f"but {len(args) + first - 1} were given")
-    given = dict(zip(("dim", "dtype"), args))
-    where = {k: f" (position {first + i})" for i, k in enumerate(given)}
-    for key, value in kwargs.items():
-        if key not in ("dim", "dtype"):
-            raise TypeError(f"{name}() got an unexpected keyword argument '{key}'")
-        if key in given:
-            raise TypeError(f"{name}() got multiple values for argument '{key}'")
-        given[key] = value
+    given, where = _args.bound(name, ("dim", "dtype"), args, kwargs, method)
     if axis is not _NOT_GIVEN:  # NumPy's name, for a dim not given otherwise
         if "dim" in given:
             raise TypeError(f"{name}() got an unexpected keyword argument 'axis'")

@@ -31,8 +31,9 @@ from .inplace import clone, contiguous_format
 
 
 def _shape_args(shape) -> tuple:
+    # (one size alone: an int, or a tensor read as one, never as a list of sizes)
     if len(shape) == 1 and shape[0].__class__ is not int and \
-            not isinstance(shape[0], numbers.Integral):
+            not isinstance(shape[0], (numbers.Integral, Tensor)):
         shape = shape[0]
     if shape.__class__ is tuple:  # the common case, a tuple of ints: nothing to convert
         for s in shape:
@@ -124,6 +125,8 @@ def permute(input, *order, dims=None):
 
 def transpose(input, dim0, dim1):
     """A view with two dimensions swapped."""
+    if dim0.__class__ is not int or dim1.__class__ is not int:  # (a bool is no dim either)
+        _args.int_arguments("transpose", ("dim0", dim0), ("dim1", dim1))
     return call3(S.transpose, input, dim0, dim1)
 
 
@@ -142,6 +145,8 @@ def expand(input, *sizes, size=None):
 def unsqueeze(input, dim=None, *, axis=None):
     """A view with a size-1 dimension inserted at `dim`."""
     if dim.__class__ is not int or axis is not None:
+        if axis is None and dim is not None and not _args.is_int_argument(dim):
+            _args.int_arguments("unsqueeze", ("dim", dim))
         dim = _args.index(_args.required_dim("unsqueeze", dim, axis))
     return call(S.unsqueeze, input, dim)
 
@@ -155,9 +160,16 @@ def squeeze(input, *dims, dim=None, axis=None):
         dim = _args.axis("squeeze", dim, axis)
     if dim is None:
         return call(S.squeeze, input)
-    if dim.__class__ is int or isinstance(dim, (numbers.Integral, Tensor)):
+    if dim.__class__ is int or (isinstance(dim, (numbers.Integral, Tensor)) and
+                                dim.__class__ is not bool):
         return call(S.squeeze_dim, input, dim.__index__())
+    if not isinstance(dim, (list, tuple)):  # (PyTorch's overloads: none, an int, a list)
+        _args.parsed("squeeze", _SQUEEZE, input, (dim,), {}, _args.called_as_method())
     return call(S.squeeze_dims, input, tuple(dim))
+
+
+_SQUEEZE = _args.Overloads(("Tensor input", "Tensor input, int dim", "Tensor input, int[] dim"),
+                           ("", "int dim", "int[] dim"))
 
 
 def cat(tensors, dim=0, *, out=None):
@@ -185,9 +197,13 @@ def select(input, dim: int = None, index: int = None, *, axis=None):
     """The slice at `index` of dimension `dim` (a view, one dimension fewer)."""
     if dim is None and axis is None:
         raise TypeError('select() missing 2 required positional argument: "dim", "index"')
+    if axis is None and not _args.is_int_argument(dim):
+        _args.int_arguments("select", ("dim", dim))
     dim = _args.index(_args.required_dim("select", dim, axis))
     if index is None:
         raise _args.missing("select", "index")
+    if index.__class__ is not int and not _args.is_int_argument(index):
+        _args.int_arguments("select", ("index", index), skip=1)
     # (an integer only: a float is a TypeError, which the public function's wrapper words
     # as PyTorch's parser does, its `int` annotation naming the type expected)
     return call(S.select, input, dim, index if index.__class__ is int else operator.index(index))
@@ -234,6 +250,8 @@ def _prod(shape) -> int:
 
 def flatten(input, start_dim=0, end_dim=-1):
     """Dims `start_dim`..`end_dim` merged into one (a view when the strides allow)."""
+    if start_dim.__class__ is not int or end_dim.__class__ is not int:
+        _args.int_arguments("flatten", ("start_dim", start_dim), ("end_dim", end_dim))
     n = input.ndim
     s, e = wrap_dim(start_dim, n), wrap_dim(end_dim, n)  # a scalar's range is [-1, 0]
     if n == 0:
@@ -382,7 +400,12 @@ def tile(input, *spread, dims=None):
         dims = _spread("tile", "dims", spread, dims)
     elif dims is None:
         raise _args.missing("tile", "dims")
-    dims = tuple(map(int_argument, _args.dims(dims)))
+    try:
+        dims = tuple(map(int_argument, _args.dims(dims)))
+    except TypeError:
+        _args.int_list_parameter(dims, "tile", "dims",
+                                 1 if _args.called_as_method() else 2)
+        raise
     if len(dims) < input.ndim:
         dims = (1,) * (input.ndim - len(dims)) + dims
     return call(S.repeat, input, dims)
@@ -408,10 +431,13 @@ def vstack(tensors, *, out=None):
 def split(tensor, split_size_or_sections, dim=0):
     """Views of `split_size` elements (or of the listed sizes) along `dim`."""
     dim, size = _args.index(dim), split_size_or_sections
-    if isinstance(size, Tensor) and not size.ndim:  # a 0-d integer tensor is a size
-        size = size.__index__()
-    if isinstance(size, (numbers.Integral, SymInt)):  # (a traced size stays symbolic)
+    if isinstance(size, Tensor) and not size.ndim:  # a 0-d tensor is a size (as `int` reads it)
+        size = int(size)
+    if isinstance(size, (int, SymInt)):  # (a traced size stays symbolic)
         return call(S.split, tensor, size_int(size), dim)
+    if not isinstance(size, (list, tuple)):  # (a NumPy integer is none of PyTorch's ints)
+        raise TypeError("split_with_sizes(): argument 'split_sizes' (position 2) must be "
+                        f"tuple of ints, not {python_type_name(size)}")
     # (anything else is split_with_sizes's list of sizes, as PyTorch's `Tensor.split` passes
     # it on, by position, to the C function, whose parser refuses what is no int)
     _args.int_list_parameter(size, "split_with_sizes", "split_sizes", 2)
@@ -421,8 +447,12 @@ def split(tensor, split_size_or_sections, dim=0):
 def chunk(input, chunks, dim=0, *, axis=None):
     """At most `chunks` views of equal size (the last may be smaller) along `dim`."""
     if dim.__class__ is not int or axis is not None:
+        if not _args.is_int_argument(dim) and axis is None:
+            _args.int_arguments("chunk", ("chunks", 0), ("dim", dim))
         dim = _dim_at("chunk", dim, axis)
     if chunks.__class__ is not int:
+        if not (isinstance(chunks, Tensor) and chunks._data is None):  # (capture's stand-in)
+            _args.int_arguments("chunk", ("chunks", chunks))
         chunks = int_argument(chunks, fake_tensor=True)
     if chunks <= 0:
         raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
@@ -433,14 +463,21 @@ def chunk(input, chunks, dim=0, *, axis=None):
 
 
 def unsafe_split(tensor, split_size, dim=0, *, axis=None):
-    """Like `split`, but the pieces are copies whose gradient node is UnsafeSplitBackward0."""
+    """Like `split`, but the pieces are independent tensors (no views, though they share the
+    input's memory) whose gradient node is UnsafeSplitBackward0."""
+    if split_size.__class__ is not int or dim.__class__ is not int:
+        _args.int_arguments("unsafe_split", ("split_size", split_size),
+                            ("dim", dim if axis is None else 0))
     if dim.__class__ is not int or axis is not None:
         dim = _dim_at("unsafe_split", dim, axis)
     return call(RN.unsafe_split, tensor, int_argument(split_size), dim)
 
 
 def unsafe_chunk(input, chunks, dim=0, *, axis=None):
-    """Like `chunk`, but the pieces are copies (UnsafeSplitBackward0)."""
+    """Like `chunk`, but the pieces are independent tensors (UnsafeSplitBackward0)."""
+    if chunks.__class__ is not int or dim.__class__ is not int:
+        _args.int_arguments("unsafe_chunk", ("chunks", chunks),
+                            ("dim", dim if axis is None else 0))
     if dim.__class__ is not int or axis is not None:
         dim = _dim_at("unsafe_chunk", dim, axis)
     chunks = int_argument(chunks)
@@ -533,7 +570,7 @@ def flip(input, *spread, dims=None):
         dims = _spread("flip", "dims", spread, dims)
     elif dims is None:
         raise _args.missing("flip", "dims")
-    return call(S.flip, input, _args.dims(dims))
+    return call(S.flip, input, _args.dims(_args.int_list_argument(dims, "flip", "dims", 1)))
 
 
 def fliplr(input):
@@ -548,10 +585,11 @@ def flipud(input):
 
 def roll(input, shifts, dims=None):
     """Elements shifted cyclically along `dims` (of the flattened tensor without `dims`)."""
+    shifts = _args.int_list_argument(shifts, "roll", "shifts", 1)
     shifts = tuple(map(_args.index, _args.dims(shifts)))
     if dims is None:
         return call(S.roll, input, shifts)
-    return call(S.roll, input, shifts, _args.dims(dims))
+    return call(S.roll, input, shifts, _args.dims(_args.int_list_argument(dims, "roll", "dims", 2)))
 
 
 def tril(input, diagonal=0, *, out=None):
@@ -584,7 +622,11 @@ def diagonal_argument(name: str, diagonal, method: bool):
 
 def diagonal(input, offset=0, dim1=0, dim2=1):
     """A view of the diagonal of dims `dim1`, `dim2` (as the last dim)."""
-    return call(S.diagonal, input, offset, dim1, dim2)
+    try:
+        return call(S.diagonal, input, offset, dim1, dim2)
+    except TypeError:
+        _args.int_arguments("diagonal", ("offset", offset), ("dim1", dim1), ("dim2", dim2))
+        raise
 
 
 def diag_embed(input, offset=0, dim1=-2, dim2=-1):

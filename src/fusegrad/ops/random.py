@@ -14,7 +14,7 @@ import numpy as np
 from .. import _dtype
 from .. import _random_draws as draws
 from .._dispatch import call
-from .._random import generator_or_default
+from .._random import check_random_bounds, generator_or_default, int64_argument
 from .._scalar_conversion import float_max
 from .._shapes import broadcast_shapes, in_memory_order, memory_order, strides_order
 from . import _native
@@ -22,6 +22,7 @@ from ._util import Spec, dtype_of, not_implemented_for, rand_array
 from .arithmetic import not_implemented_derivative
 from .registry import Sample, register
 from .sorting import topk_kernel
+from .views import _expand_shape
 
 # The float32 uniform and normal draws' C kernels (`native/random.c`), found through the
 # native layer.
@@ -161,6 +162,7 @@ def _probabilities(p, name: str):
 
 
 def _bernoulli_tensor(a, p, generator=None):
+    _expand_shape(np.shape(p), a.shape, dtype_of(p))  # (PyTorch's error for a p that cannot)
     p = np.broadcast_to(_probabilities(p, "bernoulli_"), a.shape)
     return draws.bernoulli_tensor(generator, p)
 
@@ -207,19 +209,7 @@ _RANDOM_TOP = {np.dtype(np.float16): 2 ** 11, np.dtype(np.float32): 2 ** 24,
 
 
 def _integers(a, low: int, high: int, generator) -> np.ndarray:
-    if low >= high:
-        raise RuntimeError("random_ expects 'from' to be less than 'to', but got "
-                           f"from={low:g} >= to={high:g}")
-    dt = np.dtype(a.dtype)
-    if dt.kind == "c":
-        raise RuntimeError("check_random_bounds handles only integral, floating-point and "
-                           "boolean types")
-    if dt.kind in "biu":  # both ends within the dtype's range, as PyTorch checks them
-        info = (0, 1) if dt.kind == "b" else (int(np.iinfo(dt).min), int(np.iinfo(dt).max))
-        for value, name in ((low, "from"), (high - 1, "to - 1")):
-            if not info[0] <= value <= info[1]:
-                raise RuntimeError(f"{name} is out of bounds for "
-                                   f"{_dtype.from_numpy_dtype(dt).cpp}")
+    check_random_bounds(low, high, np.dtype(a.dtype))
     return _laid_out(a, draws.integers(generator, a.size, low, high))
 
 
@@ -239,21 +229,13 @@ def _random_default(a, generator=None):
     return _laid_out(a, draws.random_bits(generator, a.size, a.dtype))
 
 
-def _int64(value) -> int:
-    """An int argument as PyTorch's parser reads it: a C long long."""
-    value = int(value)
-    if not -(1 << 63) <= value < (1 << 63):
-        raise ValueError("Overflow when unpacking long long")
-    return value
-
-
 def _random_to(a, to, generator=None):
-    return _integers(a, 0, _int64(to), generator)
+    return _integers(a, 0, int64_argument(to), generator)
 
 
 def _random_from(a, low, to=None, generator=None):
-    low = _int64(low)
-    return _integers(a, low, _top(a) + 1 if to is None else _int64(to), generator)
+    low = int64_argument(low)
+    return _integers(a, low, _top(a) + 1 if to is None else int64_argument(to), generator)
 
 
 def multinomial_input_check(a) -> None:
@@ -295,6 +277,8 @@ def _multinomial(a, num_samples, replacement=False, generator=None):
     if (weights.sum(-1) <= 0).any():
         raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
     probs = np.atleast_2d(np.asarray(a))
+    if not probs.shape[0]:  # no rows: nothing drawn
+        return np.zeros((0, num_samples), np.int64)
     if replacement and num_samples > 1:
         # Each row's normalised running sum (in the input's dtype), searched for one double
         # uniform per sample: row by row, as PyTorch's CPU kernel draws them.

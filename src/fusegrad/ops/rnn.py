@@ -38,19 +38,21 @@ def _call(op, *args):
 
 
 def _unsafe_split_kernel(a, split_size, dim=0, chunks=None):
-    """The pieces, as copies; `chunks` empty ones for unsafe_chunk of an empty dim."""
+    """The pieces, in the input's memory with its strides (as PyTorch's are); `chunks` empty
+    ones for unsafe_chunk of an empty dim. The op is no view op: autograd treats the pieces
+    as independent tensors (PyTorch's "unsafe" variant), with no view bookkeeping tying them
+    to the input."""
     if a.ndim == 0:
         raise RuntimeError("split expects at least a 1-dimensional tensor")
     d = wrap_dim(dim, a.ndim)
-    # Copies, not views: autograd treats the pieces as independent tensors (PyTorch's
-    # "unsafe" variant), so no view bookkeeping may tie them to the input.
     sizes = _split_sizes(a.shape[d], int(split_size)) if chunks is None else [0] * chunks
     bounds = np.cumsum(sizes)[:-1]
-    return tuple(np.ascontiguousarray(p) for p in np.split(a, bounds, axis=d))
+    return tuple(np.split(a, bounds, axis=d))
 
 
 def _unsafe_split_meta(a, split_size, dim=0):
-    return [Spec(tuple(s.shape), s.dtype) for s in _split_tensor_meta(a, split_size, dim)]
+    return [Spec(tuple(s.shape), s.dtype, s.strides)
+            for s in _split_tensor_meta(a, split_size, dim)]
 
 
 def _chunk_size(shape, chunks, dim):
@@ -81,7 +83,7 @@ def _unsafe_chunk_meta(a, chunks, dim=0):
     shape = tuple(a.shape)
     split = _chunk_size(shape, chunks, dim)
     if shape[wrap_dim(dim, len(shape))] == 0:  # `chunks` empty pieces
-        return [Spec(shape, a.dtype) for _ in range(chunks)]
+        return [Spec(shape, a.dtype, tuple(a.stride())) for _ in range(chunks)]
     return _unsafe_split_meta(a, split, dim)
 
 

@@ -37,9 +37,22 @@ def _view_copy_meta(a, shape):
 COPIES["view_copy"].kernel = _view_copy_kernel
 COPIES["view_copy"].meta = _view_copy_meta
 
-# split_with_sizes whose pieces are independent tensors (no view bookkeeping), as unsafe_split
-unsafe_split_with_sizes = copy_variant(REGISTRY["split_with_sizes"], "unsafe_split_with_sizes",
-                                       node="UnsafeSplitWithSizesBackward0")
+# split_with_sizes whose pieces are independent tensors (no view bookkeeping), as unsafe_split:
+# in the input's memory with its strides, as PyTorch's pieces are, but no view op
+_SPLIT_WITH_SIZES = REGISTRY["split_with_sizes"]
+
+
+def _unsafe_split_with_sizes_meta(a, split_sizes, dim=0):
+    return [Spec(s.shape, s.dtype, s.strides)
+            for s in _SPLIT_WITH_SIZES.meta(a, split_sizes, dim)]
+
+
+unsafe_split_with_sizes = register(
+    "unsafe_split_with_sizes", kernel=_SPLIT_WITH_SIZES.kernel,
+    meta=_unsafe_split_with_sizes_meta, derivative=_SPLIT_WITH_SIZES.derivative,
+    save=_SPLIT_WITH_SIZES.save, node="UnsafeSplitWithSizesBackward0",
+    samples=_SPLIT_WITH_SIZES.samples, list_arg=_SPLIT_WITH_SIZES.list_arg,
+    nondiff_args=_SPLIT_WITH_SIZES.nondiff_args)
 
 # `detach_copy`: `detach`'s values in new memory. PyTorch gives it no derivative, so an input
 # that requires grad gives a result with a NotImplemented node (raising in backward), not a

@@ -3,6 +3,7 @@ layout in the gradient (the gradient of a sparse input is sparse, on the input's
 
 from __future__ import annotations
 
+from .._legacy_types import SPARSE_TYPES
 from .._sparse import SparseTensor
 from .._tensor import Tensor
 from ..ops import sparse as _ops
@@ -38,3 +39,7 @@ def sum(input: Tensor, dim=None, dtype=None) -> Tensor:  # noqa: A001
     if dim is None:
         return input.sum()
     return _ops.run(sparse_sum_op, input, dim)
+
+
+# `FloatTensor`, `LongTensor`, ...: the legacy typed classes of sparse COO tensors.
+globals().update(SPARSE_TYPES)
