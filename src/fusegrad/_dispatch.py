@@ -139,6 +139,16 @@ _np_scalar = np.generic
 _PY_NUMBERS = (int, float, complex)
 
 
+def _user_number(a) -> bool:
+    """Whether `a` is an instance of a subclass of int, float or complex that a user made
+    (an IntEnum member): read as the Python number it holds. fusegrad's own subclasses (a
+    traced float input of AOT autograd, capture's stand-ins, fx's node references) carry
+    what they stand for and pass as they are."""
+    cls = a.__class__
+    return cls not in _SIMPLE and cls is not complex and isinstance(a, _PY_NUMBERS) and \
+        not (cls.__module__ or "").startswith("fusegrad.")
+
+
 # Tensor subclasses that dispatch treats as Tensor in the recorders of the call shapes (a
 # module's Parameter: a linear layer's bias is addmm's first argument), given by
 # `treat_as_plain`.
@@ -209,7 +219,7 @@ def call(op, *args):
                 raw.append(a)
         elif cls in _SIMPLE:
             raw.append(a)
-        elif isinstance(a, _np_scalar) or (cls is not complex and isinstance(a, _PY_NUMBERS)):
+        elif isinstance(a, _np_scalar) or _user_number(a):
             # A NumPy scalar, or an instance of a subclass of int or float (an IntEnum
             # member): the Python number it holds, as PyTorch reads it (NumPy would take
             # the subclass as a strong, 64-bit operand)
@@ -543,8 +553,7 @@ def python_scalars(args: tuple) -> tuple:
 def _python_number(a):
     if isinstance(a, _np_scalar):
         return _dtype.python_scalar(a)
-    cls = a.__class__
-    if cls in _SIMPLE or cls is complex or not isinstance(a, _PY_NUMBERS):
+    if not _user_number(a):
         return a
     return int(a) if isinstance(a, int) else float(a) if isinstance(a, float) else complex(a)
 
@@ -552,8 +561,7 @@ def _python_number(a):
 def _call_slow(op, args):
     """Modes, fake tensors and foreign `__fusegrad_function__` types."""
     for a in args:
-        if isinstance(a, _np_scalar) or (a.__class__ not in _SIMPLE and a.__class__ is not complex
-                                          and isinstance(a, _PY_NUMBERS)):
+        if isinstance(a, _np_scalar) or _user_number(a):
             args = python_scalars(args)
             break
     if _local.autocast is not None:  # before the modes, as PyTorch's autocast keys
