@@ -66,6 +66,21 @@ def run_program(prog, lib):
     return plain(result, lib), error, re.sub(r"0x[0-9a-f]+", "0x?", out.getvalue())
 
 
+def observe_compiled(T, prog, compiled):
+    """(what `prog(T, compiled)` recorded made plain, its printed text, (unique graphs, graph
+    breaks)) of one run from a reset, compiled with backend="eager" or not, warnings
+    silenced."""
+    T._dynamo.reset()
+    counters = T._dynamo.utils.counters
+    counters.clear()
+    out = io.StringIO()
+    with warnings.catch_warnings(), contextlib.redirect_stdout(out):
+        warnings.simplefilter("ignore")
+        result = prog(T, "eager" if compiled else False)
+    counts = (counters["stats"]["unique_graphs"], sum(counters["graph_break"].values()))
+    return plain(result, T), out.getvalue(), counts
+
+
 def check_program(prog, torch, fusegrad, rtol=1e-4, atol=1e-5):
     """Run `prog` with PyTorch and with fusegrad: the same printed text, no error, and the
     same recorded values (`compare`)."""

@@ -26,28 +26,19 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import collections  # noqa: E402
 import contextlib  # noqa: E402
 import enum  # noqa: E402
-import io  # noqa: E402
 import warnings  # noqa: E402
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
-from program_support import compare, maybe_compile, plain  # noqa: E402
+from program_support import (  # noqa: E402
+    compare,
+    maybe_compile,
+    observe_compiled,
+)
 
 import fusegrad as fg  # noqa: E402
 
-
-def _observe(T, prog, compiled):
-    """(what `prog` recorded made plain, its printed text, (unique graphs, graph breaks))
-    of one run from a reset."""
-    T._dynamo.reset()
-    counters = T._dynamo.utils.counters
-    counters.clear()
-    out = io.StringIO()
-    with warnings.catch_warnings(), contextlib.redirect_stdout(out):
-        warnings.simplefilter("ignore")
-        result = prog(T, "eager" if compiled else False)
-    counts = (counters["stats"]["unique_graphs"], sum(counters["graph_break"].values()))
-    return plain(result, T), out.getvalue(), counts
+_observe = observe_compiled
 
 
 # ---------------------------------------------------------------- deques

@@ -3278,18 +3278,8 @@ _TORCH_BREAKS = {
 }
 
 # Programs where fusegrad breaks the graph more often than torch does, with each gap's minimal
-# repro.
-_CAPTURE_GAPS = {
-    "lsq_learned_step_quantization": (
-        "the quantizers now share their graphs (a module's method called for real after a "
-        "break follows `self` by type and attributes: test_compile_capture_gaps5.py), and "
-        "fusegrad breaks where torch does (the Sequential frame, each QLinear's frame at its "
-        "first quantizer, the quantizer's own branch, each QLinear's resumed frame at its "
-        "second quantizer: 5), but torch files the break on the quantizer frame's own "
-        "`if not self.initialized` under counters['unimplemented'] and the four at calls "
-        "under counters['graph_break'], so break_count (the larger per reason) gives 4; "
-        "fusegrad counts all five under 'graph_break'"),
-}
+# repro (none left here).
+_CAPTURE_GAPS: dict = {}
 
 # The file's tests over its programs, with the tables above (program_tests).
 (test_program, test_compiled_matches_eager, test_compiled_graph_breaks,

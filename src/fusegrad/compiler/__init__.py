@@ -207,8 +207,9 @@ class CompiledFunction:
                       "fusegrad.compile cannot capture: the whole function runs eagerly")
             if self._fullgraph:
                 raise Unsupported(f"{reason} ({code.co_filename}:{line})")
-            report = self._eager_report = logs.graph_break(reason, code, line,
-                                                           fallback=True)
+            # (Dynamo skips a generator's frame counting no break)
+            report = self._eager_report = logs.graph_break(
+                reason, code, line, fallback=True, counted=missing != ["generator"])
         if _History.listener is not None:
             _History.listener.append(("break", report))
 

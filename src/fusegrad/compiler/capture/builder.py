@@ -10,6 +10,7 @@ dtype (`node.meta['example_value']`) without computing anything.
 from __future__ import annotations
 
 import collections
+import enum
 import functools
 import inspect
 import operator
@@ -111,6 +112,8 @@ class GraphBuilder:
         # Functions MAKE_FUNCTION built while translating: their cells and defaults hold
         # values of variables that were guarded where they were read.
         self.fresh_functions: list = []
+        # Generators whose code started running in the graph (GeneratorVariable).
+        self.started_generators: list = []
         # Set by the first in-place op: from then on tensor inputs must not share memory
         # (fake tensors do not know that a change to one input shows through another).
         self.mutated = False
@@ -1071,7 +1074,7 @@ def _as_node(v, builder=None):
         if isinstance(v.value, (np.bool_, np.integer, np.floating)):
             # Graph code writes constants as Python literals: the number PyTorch reads.
             return python_scalar(v.value)
-        return v.value
+        return _plain_number(v.value)
     if isinstance(v, SliceVariable):
         return slice(_as_node(v.start, builder), _as_node(v.stop, builder),
                      _as_node(v.step, builder))
@@ -1080,6 +1083,15 @@ def _as_node(v, builder=None):
     if isinstance(v, TupleVariable):
         return tuple(_as_node(i, builder) for i in v.items)
     raise Unsupported(f"argument of type {type(v).__name__} in a graph call")
+
+
+def _plain_number(value):
+    """An `IntEnum`/`IntFlag` member (or a float Enum's) as the plain number PyTorch reads
+    it as: graph code writes constants as literals, and a member's repr is none."""
+    if isinstance(value, enum.Enum) and isinstance(value, (int, float)) and \
+            not isinstance(value, bool):
+        return int(value) if isinstance(value, int) else float(value)
+    return value
 
 
 def _has_symbol(value) -> bool:
@@ -1129,7 +1141,7 @@ def _as_example(v, numbers=hints):
     if isinstance(v, TensorVariable):
         return v.example
     if isinstance(v, ConstantVariable):
-        return numbers(v.value)
+        return numbers(_plain_number(v.value))
     if isinstance(v, SliceVariable):
         return slice(*(_as_example(i, numbers) for i in (v.start, v.stop, v.step)))
     if isinstance(v, ListVariable):

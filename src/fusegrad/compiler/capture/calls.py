@@ -362,6 +362,11 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
     if isinstance(fn, NestedFunctionVariable):
         if is_generator_expression(fn.code) and not kwargs:
             return GeneratorVariable(_nested_proto(tr, fn), args, tuple(fn.closure))
+        if _is_generator_function(fn.code):
+            proto = _nested_proto(tr, fn)
+            _bind_generator(proto, args, kwargs)
+            return GeneratorVariable(proto, args, tuple(fn.closure), kwargs,
+                                     _default_variables(fn))
         return inline_nested(tr, fn, args, kwargs)
     if isinstance(fn, BoundFunctionVariable) and isinstance(fn.obj, ObjectVariable) and \
             fn.obj.source is not None and not args and not kwargs and \
@@ -506,6 +511,13 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
     if isinstance(f, types.FunctionType) and is_generator_expression(f.__code__) and \
             not kwargs and _is_user_function(f):
         return GeneratorVariable(f, args)
+    if isinstance(f, types.FunctionType) and _is_generator_function(f.__code__) and \
+            _is_user_function(f) and f.__code__ is not _CONTEXTMANAGER_CODE and \
+            not getattr(f, "_fusegrad_disabled", False):
+        # A user's generator function: its body runs lazily into the graph as its items are
+        # taken, as a generator expression's (Dynamo inlines generators the same way).
+        _bind_generator(f, args, kwargs)
+        return GeneratorVariable(f, args, None, kwargs)
     if is_functional_call(f):  # the module's call, its state read from the dicts given
         return call_functional(tr, fn, args, kwargs)
     if is_function_apply(f):  # a user autograd.Function: one node, if it has no effects
@@ -2583,6 +2595,10 @@ def inline(tr: Translator, func, args: list, kwargs: dict, closure=None,
     (`defaults`: (positional, keyword) variables standing for func's defaults)."""
     if closure is None and getattr(func, "__code__", None) is _CONTEXTMANAGER_CODE:
         return _generator_context(func, args, kwargs)
+    if _is_generator_function(func.__code__) and \
+            not _in_package(func.__code__.co_filename):  # (a user's: `self._blocks()`)
+        _bind_generator(func, args, kwargs)
+        return GeneratorVariable(func, args, closure, kwargs, defaults)
     child = start_inline(tr, func, args, kwargs, closure, defaults=defaults)
     try:
         child.run()
@@ -2594,6 +2610,24 @@ def inline(tr: Translator, func, args: list, kwargs: dict, closure=None,
 @contextlib.contextmanager
 def _one_yield():
     yield
+
+
+def _is_generator_function(code: types.CodeType) -> bool:
+    """A plain generator function's code (not a generator expression's, a coroutine's or an
+    async generator's)."""
+    return bool(code.co_flags & _GENERATOR_FLAGS) and code.co_name != "<genexpr>" and \
+        not code.co_flags & (inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR |
+                             inspect.CO_ITERABLE_COROUTINE)
+
+
+def _bind_generator(func, args: list, kwargs: dict) -> None:
+    """Check a generator function's call binds its arguments (Python binds them at the
+    call, before any of its code runs): a call that does not is a break, where the real call
+    raises its TypeError."""
+    try:
+        inspect.signature(func, follow_wrapped=False).bind(*args, **kwargs)
+    except TypeError as e:
+        raise Unsupported(f"calling {func.__qualname__}: {e}") from None
 
 
 # The code of what `@contextlib.contextmanager` makes of a function (one for all of them).

@@ -364,6 +364,9 @@ class ExceptionOpcodes:
             elif self.parent is None and not getattr(e, "warnings_block", False):
                 e.rest_eager = "at a with block's entry"
                 e.skips_frame = True
+                # (Dynamo counts the one at a `contextlib` manager it refuses by name,
+                # `redirect_stdout`, and none where it gives up inside `__enter__`)
+                e.counted = getattr(_type_of(cm), "__module__", None) == "contextlib"
             raise
 
     def _enter_with(self, cm) -> None:

@@ -375,8 +375,9 @@ class ScopeOpcodes:
         from .translator import Return
 
         if gen.frame is None:  # (Python runs none of its code before the first item)
-            gen.frame = start_inline(self, gen.func, list(gen.args), {}, closure=gen.closure,
-                                     yields=[])
+            gen.frame = start_inline(self, gen.func, list(gen.args), dict(gen.kwargs),
+                                     closure=gen.closure, yields=[], defaults=gen.defaults)
+            self.builder.started_generators.append(gen)
         frame = gen.frame
         while not frame.yields:
             try:

@@ -46,6 +46,7 @@ from .builder import (
     sdpa_state,
     unwind_autocast,
 )
+from .calls import _in_package
 from .dynamic import DynamicPolicy
 from .exceptions import Raised, exception_entries
 from .guards import fast_sizes
@@ -126,6 +127,26 @@ class Segment:
 # The code of functions called for real after a graph break and captured on their own
 # frame (a module's forward that broke while inlined): see `FrameRunner._varying_module`.
 _CALLEE_CODES: weakref.WeakSet = weakref.WeakSet()
+
+
+def _suspended_in_handler(builder) -> bool:
+    """Whether a generator the graph started is left suspended inside a `try` or `with`
+    block of its code: eagerly, closing it (when it is dropped) runs its handler, which the
+    graph cannot (a `finally` that logs, a lock released)."""
+    for gen in builder.started_generators:
+        if gen.frame is None or gen.done:
+            continue
+        code = gen.func.__code__
+        insts, index_of = instructions_of(code)
+        # (3.12+ wrap a generator's body in a handler of their own: CALL_INTRINSIC_1)
+        if any(insts[index_of[target]].opname != "CALL_INTRINSIC_1"
+               for _, _, target, _, _ in exception_entries(code)):
+            return True
+    return False
+
+
+_SUSPENDED = Unsupported("a generator left suspended inside its try or with block (closing "
+                         "it runs its handler)")
 
 
 def _note_callee(f):
@@ -477,6 +498,8 @@ class FrameRunner:
             try:
                 tr.step()
             except Return as r:
+                if _suspended_in_handler(builder):
+                    return self._eager_return(start, tr, _SUSPENDED)
                 seg = Segment(start, "return")
                 outputs = _Outputs(builder)
                 try:
@@ -509,17 +532,21 @@ class FrameRunner:
                     else text
                 inner = _inlined_frames(tr, e)
                 # Where Dynamo gives up on the frame at a break in its own loop or in an
-                # exception handler, it counts no graph break. A break inside a call the
-                # loop makes is counted, standing for the break Dynamo counts in the callee's
-                # own frame; so are a with block's entry and `warnings.catch_warnings()`
-                # (Dynamo counts the block's call into the warnings module).
+                # exception handler, it counts no graph break (a break inside a call the loop
+                # makes is counted once, in the callee's own frame, captured on its own). A
+                # compiled layer of fusegrad's own (`nn.Sequential`) is the exception:
+                # Dynamo compiles such a layer through a wrapper frame that inlines its
+                # forward, and counts the break at that frame's call into it. A with block's
+                # entry and `warnings.catch_warnings()` are counted (Dynamo counts the
+                # block's call into the warnings module).
                 # (the break a guarded eager rest of this loop met before, met again by a
                 # translation afresh after its guards failed: counted once)
                 again = where == "inside a loop" and any(
                     s.loop_guarded and s.reason == str(e) for s in self.segments.get(start, ()))
                 counted = getattr(e, "counted", True) and not again and (
                     where not in ("inside a loop", "inside an exception handler") or
-                    where == "inside a loop" and bool(inner))
+                    where == "inside a loop" and bool(inner) and
+                    _in_package(self.code.co_filename))
                 record = logs.graph_break(reason, self.code, line, fallback=where is not None,
                                           inner=inner, counted=counted)
                 if where is not None:
@@ -536,6 +563,8 @@ class FrameRunner:
                         seg.check = seg.guards.compile()
                         seg.loop_guarded = True
                     return seg
+                if _suspended_in_handler(builder):
+                    return self._eager_return(start, tr, _SUSPENDED)
                 seg = Segment(start, "break", offset=inst.offset, kw_names=before_kw,
                               reason=str(e), line=line)
                 outputs = _Outputs(builder)

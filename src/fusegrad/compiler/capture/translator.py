@@ -24,6 +24,7 @@ import weakref
 
 import numpy as np
 
+from ..._symbolic import SymInt
 from ..._tensor import Tensor
 from . import reasons
 from .builder import holds_symbol
@@ -215,8 +216,11 @@ def _python_operators(cls: type) -> bool:
     known = _PYTHON_OPERATORS.get(cls)
     if known is None:
         module = getattr(cls, "__module__", "") or ""
+        # (the `enum` module's own operators, an `enum.Flag`'s `|`, `&`, `~` and `in`, read
+        # only the members' values: constants while translating)
         known = not module.startswith(("builtins", "fusegrad", "numpy", "ml_dtypes")) and any(
-            isinstance(vars(k).get(name), types.FunctionType)
+            isinstance(vars(k).get(name), types.FunctionType) and
+            vars(k)[name].__module__ != "enum"
             for k in cls.__mro__[:-1] for name in _OPERATOR_DUNDERS)
         _PYTHON_OPERATORS[cls] = known
     return known
@@ -1063,6 +1067,8 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
         another variable (a local holds it) and would miss the item."""
         try:
             key = self.as_python(index)
+            if isinstance(key, SymInt):  # a dynamic size as the key: this value (guarded)
+                key = int(key)
             hash(key)
         except (Unsupported, TypeError):
             raise Unsupported("item assignment into a dict from outside the graph of a key "
@@ -1275,10 +1281,22 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
         if isinstance(v, (TensorVariable, TruthVariable)) and self.tensor_assert(inst, v):
             self.pop()
             return
-        taken = self.truth(v) == when
+        taken = self.branch_truth(v) == when
         self.pop()
         if taken:
             self.jump_to(inst.argval)
+
+    def branch_truth(self, v: Variable) -> bool:
+        """The truth a conditional jump takes of `v`. Dynamo counts no graph break at a
+        branch on a tensor in the compiled frame itself (it ends the graph there, resuming
+        in either branch's function), only one inside an inlined call (the caller breaks at
+        the call)."""
+        try:
+            return self.truth(v)
+        except Unsupported as e:
+            if self.parent is None and isinstance(v, (TensorVariable, TruthVariable)):
+                e.counted = False
+            raise
 
     def POP_JUMP_FORWARD_IF_FALSE(self, inst):  # noqa: N802
         self._pop_jump(inst, False)
@@ -1305,13 +1323,13 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
     POP_JUMP_BACKWARD_IF_NOT_NONE = POP_JUMP_IF_NOT_NONE = POP_JUMP_FORWARD_IF_NOT_NONE
 
     def JUMP_IF_FALSE_OR_POP(self, inst):  # noqa: N802
-        if not self.truth(self.stack[-1]):
+        if not self.branch_truth(self.stack[-1]):
             self.jump_to(inst.argval)
         else:
             self.pop()
 
     def JUMP_IF_TRUE_OR_POP(self, inst):  # noqa: N802
-        if self.truth(self.stack[-1]):
+        if self.branch_truth(self.stack[-1]):
             self.jump_to(inst.argval)
         else:
             self.pop()

@@ -583,17 +583,21 @@ class LazyIteratorVariable(Variable):
 
 
 class GeneratorVariable(LazyIteratorVariable):
-    """A generator expression made while translating. Its code runs in a child translator
-    (`frame`, made at the first item and kept between items) up to each `yield`."""
+    """A generator expression, or a call of a user's generator function, made while
+    translating. Its code runs in a child translator (`frame`, made at the first item and
+    kept between items) up to each `yield`."""
 
-    __slots__ = ("func", "args", "closure", "frame")
+    __slots__ = ("func", "args", "closure", "frame", "kwargs", "defaults")
 
-    def __init__(self, func, args: list, closure=None):
+    def __init__(self, func, args: list, closure=None, kwargs: dict | None = None,
+                 defaults: tuple | None = None):
         super().__init__()
         self.func = func
         self.args = args
         self.closure = closure
         self.frame = None
+        self.kwargs = kwargs or {}
+        self.defaults = defaults  # (a function made in the frame: its default variables)
 
     def python_type(self) -> type:
         import types
