@@ -288,13 +288,17 @@ def compile_fx(gm: Any, example_inputs: list, config_patches: dict | None = None
 
 def _cse_then_partition(joint_module: Any, joint_inputs: Any = None, *,
                         num_fwd_outputs: int, **kwargs) -> tuple:
-    """The default partition of the joint graph with its common subexpressions merged
-    first (`aot.cse`), as PyTorch's AOT autograd merges them: a backward that recomputes a
-    forward value (GELU's `erf`, layer norm's moments) reads the saved value instead."""
+    """The partition of the joint graph with its common subexpressions merged first
+    (`aot.cse`), as PyTorch's AOT autograd merges them: a backward that recomputes a
+    forward value (GELU's `erf`, layer norm's moments) reads the saved value instead.
+    Then a minimum cut that never recomputes what a backward matmul reads, as PyTorch's
+    min-cut partitioner: of a GELU it saves the input and the output (the next matmul's
+    operand) and recomputes `erf(x / sqrt 2) + 1` from the input."""
     from ..compiler.aot.cse import cse_joint
-    from ..compiler.aot.partitioners import default_partition
+    from ..compiler.aot.mincut import min_cut_rematerialization_partition
 
     cse_joint(joint_module)
-    return default_partition(joint_module, joint_inputs, num_fwd_outputs=num_fwd_outputs,
-                             **kwargs)
+    return min_cut_rematerialization_partition(
+        joint_module, joint_inputs, num_fwd_outputs=num_fwd_outputs, keep_materialized=True,
+        **kwargs)
 

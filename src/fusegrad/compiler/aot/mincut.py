@@ -57,8 +57,41 @@ def value_bytes(node) -> float:
     return float(val.numel() * val.element_size())
 
 
-def _cut(nodes, fw: set, bw_readers: dict):
-    """The forward values to save: a minimum cut (see the module docstring)."""
+def materialized_in_backward(fw: set) -> set:
+    """The forward values a backward op that is not recomputed reads whole (a matmul's
+    operand), directly or through views: the backward needs each of them in memory, so
+    recomputing it there saves nothing that saving it would cost (PyTorch's min-cut bans
+    their recomputation too)."""
+    out: set = set()
+    for n in fw:
+        if n.op != "call_function" or _is_view(n) or n.target is operator.getitem or \
+                recompute_tagged(n) or value_bytes(n) == float("inf"):
+            # (a view is never saved beside its base, inputs are saved anyway, and a
+            # checkpointed value or a tuple is never saved)
+            continue
+        stack, seen = [n], set()
+        while stack:
+            m = stack.pop()
+            if m in seen:
+                continue
+            seen.add(m)
+            if any(u not in fw and u.op == "call_function" and not recomputable(u)
+                   for u in m.users):
+                out.add(n)
+                break
+            # (a view of it, in either pass, that the backward may read whole)
+            stack += [u for u in m.users if _is_view(u)]
+    return out
+
+
+def _is_view(node) -> bool:
+    target = node.target
+    return node.op == "call_function" and isinstance(target, OpOverload) and target.op.view
+
+
+def _cut(nodes, fw: set, bw_readers: dict, keep: frozenset = frozenset()):
+    """The forward values to save: a minimum cut (see the module docstring); `keep`: values
+    never recomputed (saved when the backward needs them)."""
     import networkx as nx
 
     g = nx.DiGraph()
@@ -66,9 +99,12 @@ def _cut(nodes, fw: set, bw_readers: dict):
         if n not in fw or n.op in ("output", "get_attr"):
             continue
         # A checkpointed function's value is never saved (unbounded: never cut).
+        # (a view costs a byte more than its bytes: between a base and a view of it, of
+        # equal size, the base is saved and the view recomputed, never materialised)
         g.add_edge((n, "in"), (n, "out"),
-                   capacity=float("inf") if recompute_tagged(n) else value_bytes(n))
-        if n.op == "placeholder" or not recomputable(n):
+                   capacity=float("inf") if recompute_tagged(n) else
+                   value_bytes(n) + (1 if _is_view(n) else 0))
+        if n.op == "placeholder" or not recomputable(n) or n in keep:
             g.add_edge("source", (n, "in"))  # no capacity: unbounded
         for user in n.users:
             if user in fw and user.op != "output":
@@ -77,16 +113,24 @@ def _cut(nodes, fw: set, bw_readers: dict):
             g.add_edge((n, "out"), "sink")
     if "sink" not in g:
         return set()
-    _, (reachable, _) = nx.minimum_cut(g, "source", "sink")
+    try:
+        _, (reachable, _) = nx.minimum_cut(g, "source", "sink")
+    except nx.NetworkXUnbounded:
+        # (a value that cannot be saved, a tuple or one without a known size, read by the
+        # backward from a value that cannot be recomputed: no finite cut)
+        return None
     return {n for n in fw if (n, "in") in reachable and (n, "out") not in reachable
             and (n, "out") in g}
 
 
 def min_cut_rematerialization_partition(joint_module, _joint_inputs=None, *,
-                                        num_fwd_outputs: int, **kwargs):
+                                        num_fwd_outputs: int,
+                                        keep_materialized: bool = False, **kwargs):
     """(forward GraphModule, backward GraphModule) of a joint graph, saving a minimum-byte
     set of forward values and recomputing cheap pointwise ones in the backward (see the
-    module docstring). Without networkx: `default_partition`."""
+    module docstring). `keep_materialized`: never recompute a value a backward matmul (or
+    other op that is not recomputed) reads whole (`materialized_in_backward`), as PyTorch's
+    partitioner. Without networkx: `default_partition`."""
     from .partitioners import _build, _split, default_partition
 
     try:
@@ -104,7 +148,13 @@ def min_cut_rematerialization_partition(joint_module, _joint_inputs=None, *,
         for i in n._input_nodes:
             if i in fw:
                 bw_readers.setdefault(i, []).append(n)
-    saved = _cut(nodes, fw, bw_readers)
+    keep = frozenset(materialized_in_backward(fw)) if keep_materialized else \
+        frozenset()
+    saved = _cut(nodes, fw, bw_readers, keep)
+    if saved is None:
+        logs.emit("perf_hints", "min_cut_rematerialization_partition: no finite cut (a "
+                  "value without a size is read by the backward); using default_partition")
+        return default_partition(joint_module, _joint_inputs, num_fwd_outputs=num_fwd_outputs)
     # The backward: walk back from the gradients; stop at saved values, recompute the rest.
     bw: set = set()
     stack = [o for o in bwd_outputs if hasattr(o, "_input_nodes")]

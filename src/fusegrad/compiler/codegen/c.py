@@ -22,6 +22,7 @@ import re
 
 from ... import _dtype
 from ...ops import _mathlib as mathlib
+from . import erf_float
 from .ir import (
     Buffer,
     Const,
@@ -96,10 +97,15 @@ def _c_number(value, dtype) -> str:
     return f"(({ct}){int(value)}LL)"
 
 
+# float32 erf in generated code: computed in float (`erf_float`), within 1 ulp, where the
+# math library's (eager's) computes in double.
+FLOAT32_ERF = "fg_erff_float"
+
 # The C functions a costly operation calls: the math library's and the square root and
 # power (see `costly`).
 _MATH_NAMES = "|".join(re.escape(n) for n in sorted(
-    {*mathlib.FLOAT32.values(), *mathlib.FLOAT64.values(), "sqrt", "sqrtf", "pow", "powf"},
+    {*mathlib.FLOAT32.values(), *mathlib.FLOAT64.values(), "sqrt", "sqrtf", "pow", "powf",
+     FLOAT32_ERF},
     key=len, reverse=True))
 _MATH_CALL = re.compile(rf"(?<![\w.])({_MATH_NAMES})\(")
 
@@ -276,6 +282,8 @@ class KernelWriter:
             return f"{'powf' if dt is _dtype.float32 else 'pow'}({a[0]}, {a[1]})"
         if name == "sigmoid" and dt is _dtype.float64:
             return f"(1.0 / (1.0 + exp(-{a[0]})))"
+        if name == "erf" and dt is _dtype.float32:
+            return f"{FLOAT32_ERF}({a[0]})"
         table = mathlib.FLOAT32 if dt is _dtype.float32 else mathlib.FLOAT64
         if name in table:
             fn = table[name]
@@ -424,32 +432,26 @@ def _with_absorbed(node: Pointwise, out: Buffer, w: KernelWriter, absorbed: tupl
     producer's index is taken from a load of its buffer (with the others inline), then all
     are computed inline, their stores emitted beside `node`'s (the kernel's CSE shares the
     operations)."""
-    from .ir import Load, walk
+    from .ir import Load, inline_producers, walk
 
-    kept = [p.buffer for p, _ in absorbed]
+    inline = {p.buffer: p for p, _ in absorbed}
+    idx = tuple(IVar(f"x{i}") for i in range(len(node.shape)))
     stores = []
-    try:
-        idx = tuple(IVar(f"x{i}") for i in range(len(node.shape)))
-        for p, buf in absorbed:
-            for q, _ in absorbed:
-                q.buffer = buf if q is p else None
-            at = next(e.index for e in walk(node.fn(idx))
-                      if isinstance(e, Load) and e.buffer is buf)
-            stores.append((p, buf, at))
-        for p, _ in absorbed:
-            p.buffer = None
-        return _pointwise_piece(node.shape, node.fn, out, w, None, 0, stores)
-    finally:
-        for (p, _), b in zip(absorbed, kept):
-            p.buffer = b
+    for p, buf in absorbed:
+        others = {b: q for b, q in inline.items() if q is not p}
+        at = next(e.index for e in walk(inline_producers(node.fn(idx), others))
+                  if isinstance(e, Load) and e.buffer is p.buffer)
+        stores.append((lambda index, p=p: inline_producers(p.fn(index), inline), buf, at))
+    return _pointwise_piece(node.shape, lambda index: inline_producers(node.fn(index), inline),
+                            out, w, None, 0, stores)
 
 
 def _pointwise_piece(shape: tuple, fn, out: Buffer, w: KernelWriter, dim: int | None,
                      start: int, stores: list = ()) -> list:
     """Loops computing `fn` over `shape` into `out`, whose index along `dim` is `start` more
-    (the whole of a pointwise node where `dim` is None); `stores`: (Pointwise, buffer,
-    index over `x0`, `x1`, ...) of absorbed producers, computed and stored at that index
-    too."""
+    (the whole of a pointwise node where `dim` is None); `stores`: (value of an index,
+    buffer, index over `x0`, `x1`, ...) of absorbed producers, computed and stored at that
+    index too."""
     w.lines, w.cse = [], {}
     idx = [IVar(f"x{i}") for i in range(len(shape))]
     order = loop_order(shape, out.strides)
@@ -481,11 +483,11 @@ def _pointwise_piece(shape: tuple, fn, out: Buffer, w: KernelWriter, dim: int | 
         at[dim] = IInt(start) + at[dim]
     w.emit(f"{w.address(out, at)} = {v};")
     sub = {f"x{i}": e for i, e in enumerate(idx)}
-    for p, buf, index in stores:
+    for value_at, buf, index in stores:
         # (the producer's index over the original loop variables, as `idx` now spells them)
         pat = [_simplify(_substitute(e, sub), bounds) if split is not None else
                _substitute(e, sub) for e in index]
-        pv = w.value(mapped(p.fn(tuple(pat))))
+        pv = w.value(mapped(value_at(tuple(pat))))
         _out_ptr(w, buf)
         w.emit(f"{w.address(buf, pat)} = {pv};")
     work = numel(shape)
@@ -1076,7 +1078,7 @@ static void fg_pieces(fg_piece_fn fn, void **P, const int64_t *K, int64_t *flag,
 def prefix() -> str:
     """What every kernel source is compiled after: the float32 math functions and
     `PRELUDE`."""
-    return mathlib.source() + PRELUDE
+    return mathlib.source() + erf_float.source() + PRELUDE
 
 
 def tidy(source: str) -> str:

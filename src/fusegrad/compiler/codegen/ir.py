@@ -174,6 +174,30 @@ def loads(e: Expr) -> list:
     return [x for x in walk(e) if isinstance(x, Load)]
 
 
+def inline_producers(e: Expr, inline: dict, memo: dict | None = None) -> Expr:
+    """`e` with every load of a buffer in `inline` (buffer -> the Pointwise computing it)
+    replaced by that node's value at the load's index, recursively: the expression a kernel
+    computing those producers in its own loop evaluates. The nodes are not touched."""
+    if not inline:
+        return e
+    # The memo is keyed by identity and holds each key expression beside its result: a
+    # producer's value is a fresh tree, dropped once replaced, and a later fresh tree at the
+    # same address would otherwise be taken for it (another index's value: a wrong kernel).
+    memo = {} if memo is None else memo
+    got = memo.get(id(e))
+    if got is not None:
+        return got[1]
+    if isinstance(e, Load) and e.buffer in inline:
+        r = inline_producers(inline[e.buffer].fn(e.index), inline, memo)
+    elif isinstance(e, Op):
+        args = tuple(inline_producers(a, inline, memo) for a in e.args)
+        r = e if all(a is b for a, b in zip(args, e.args)) else Op(e.name, args, e.dtype)
+    else:
+        r = e
+    memo[id(e)] = (e, r)
+    return r
+
+
 # ---------------------------------------------------------------- nodes
 
 

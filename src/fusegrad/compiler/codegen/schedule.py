@@ -342,17 +342,11 @@ def _absorb_producers(g: GraphLowering, items: list) -> list:
 
 def _effective_loads(q: Pointwise, absorbed: list) -> list:
     """The loads of `q`'s expression with the `absorbed` producers computed inline."""
-    from .ir import IVar, Load
+    from .ir import IVar, Load, inline_producers
 
-    kept = [p.buffer for p in absorbed]
-    try:
-        for p in absorbed:
-            p.buffer = None
-        idx = tuple(IVar(f"x{i}") for i in range(len(q.shape)))
-        return [e for e in walk(q.fn(idx)) if isinstance(e, Load)]
-    finally:
-        for p, b in zip(absorbed, kept):
-            p.buffer = b
+    idx = tuple(IVar(f"x{i}") for i in range(len(q.shape)))
+    value = inline_producers(q.fn(idx), {p.buffer: p for p in absorbed})
+    return [e for e in walk(value) if isinstance(e, Load)]
 
 
 def _same_positions(g: GraphLowering, q: Pointwise, absorbed: list, p: Pointwise) -> bool:

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..._dtype import FROM_NP, own_instance
-from ...ops import _parallel
+from ...ops import _native, _parallel
 from .c import K_RUN, K_THREADS, Slots
 from .ir import (
     Buffer,
@@ -50,8 +50,10 @@ from .ir import (
 _LIVE_TO_END = 1 << 60
 
 
-def _array_address(a: np.ndarray) -> int:
-    return a.__array_interface__["data"][0]
+# The address of an array's first element, read from the array object's data field (about
+# 0.3 us against 1.3-4 us for `__array_interface__`, which builds a dict; a compiled GPT step
+# writes some 200 addresses): the eager kernels' reader, with its checks.
+_array_address = _native.address
 
 
 def _contiguous(a, dtype) -> np.ndarray:
@@ -87,6 +89,13 @@ def _in_memory_order(kernel, order: tuple, first, *args, **kwargs):
 def _strided(base: np.ndarray, start: tuple, shape: tuple, strides: tuple) -> np.ndarray:
     """The view of `base` starting at its element `start` with `shape` and `strides` (in
     bytes): an extern's input passed without a copy."""
+    if base.__class__ is np.ndarray and base.flags.c_contiguous:
+        # (the view built on `base`'s buffer directly: 0.7 us against `as_strided`'s 6)
+        offset = sum(i * s for i, s in zip(start, base.strides))
+        try:
+            return np.ndarray(shape, base.dtype, base, offset, strides)
+        except (TypeError, ValueError):  # (a view reaching outside the buffer)
+            pass
     if any(start):
         base = base[tuple(slice(i, None) for i in start)]
     return _as_strided(base, shape, strides)
