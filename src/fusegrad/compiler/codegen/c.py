@@ -553,10 +553,12 @@ def _substitute(e, values: dict):
 
 
 def _map_indices(e, f, memo: dict):
-    """`e` with `f` applied to every index expression of its loads and `Index` values."""
+    """`e` with `f` applied to every index expression of its loads and `Index` values.
+    (`memo` is keyed by identity and keeps each key beside its result, so that no key dies
+    and lends its id to another expression while the memo lives: `ir.inline_producers`.)"""
     got = memo.get(id(e))
     if got is not None:
-        return got
+        return got[1]
     if isinstance(e, Load):
         r = Load(e.buffer, tuple(f(i) for i in e.index), e.dtype)
     elif isinstance(e, Index):
@@ -565,7 +567,7 @@ def _map_indices(e, f, memo: dict):
         r = Op(e.name, tuple(_map_indices(a, f, memo) for a in e.args), e.dtype)
     else:
         r = e
-    memo[id(e)] = r
+    memo[id(e)] = (e, r)
     return r
 
 
