@@ -4,8 +4,8 @@ bounds; multinomial of no rows), numbers of subclasses of int and float (an IntE
 promoted as Python numbers, PyTorch's parser's messages for the shape arguments of factories,
 `linspace`'s steps and `eye`'s sizes, and for methods given floats or bools
 (`x.transpose(0.5, 1)`, `x.sum(1.5)`, `x.squeeze(1.5)`, `x.flip(True)`),
-`unsafe_split`'s pieces in the input's memory, and the sparse legacy classes
-(`torch.sparse.FloatTensor`)."""
+`unsafe_split`'s pieces in the input's memory, the sparse legacy classes
+(`torch.sparse.FloatTensor`), and `narrow`'s overloads for bool and float arguments."""
 
 from __future__ import annotations
 
@@ -391,3 +391,23 @@ def test_sparse_legacy_constructor_warns_at_the_caller():
         assert str(caught[0].message).startswith(
             "torch.sparse.SparseTensor(shape, *, device=) is deprecated.  Please use "
             "torch.sparse_coo_tensor(shape, dtype=, device=).")
+
+
+NARROW_CASES = {
+    "method bool dim": lambda T: T.ones(3, 4).narrow(True, 0, 1),
+    "function bool dim": lambda T: T.narrow(T.ones(3, 4), True, 0, 1),
+    "bool start": lambda T: T.ones(3, 4).narrow(1, True, 1),
+    "method float dim": lambda T: T.ones(3, 4).narrow(1.0, 0, 1),
+    "function float dim": lambda T: T.narrow(T.ones(3, 4), 1.0, 0, 1),
+    "float length": lambda T: T.ones(3, 4).narrow(1, 0, 1.5),
+    "float start": lambda T: T.ones(3, 4).narrow(1, 0.5, 1),
+    "tensor start": lambda T: T.ones(3, 4).narrow(1, T.tensor(1), 2),
+    "float tensor start": lambda T: T.ones(3, 4).narrow(1, T.tensor(1.0), 2),
+    "bool length": lambda T: T.narrow(T.ones(3, 4), 1, 0, True),
+}
+
+
+@pytest.mark.parametrize("name", list(NARROW_CASES))
+def test_narrow_refuses_bools_and_floats_with_torchs_overloads(name):
+    # (a bool dim, start or length ran as 1 before: torch lists its two overloads)
+    _same(NARROW_CASES[name])

@@ -209,9 +209,20 @@ def select(input, dim: int = None, index: int = None, *, axis=None):
     return call(S.select, input, dim, index if index.__class__ is int else operator.index(index))
 
 
+_NARROW = _args.Overloads(
+    ("Tensor input, int dim, Tensor start, int length",
+     "Tensor input, int dim, int start, int length"),
+    ("int dim, Tensor start, int length", "int dim, int start, int length"))
+
+
 def narrow(input, dim, start, length):
     """The view of `length` elements of dimension `dim` from `start` (an int, or a 0-dim
     integer tensor read as one)."""
+    if not (_args.is_int_argument(dim) and _args.is_int_argument(length) and
+            (isinstance(start, Tensor) or _args.is_int_argument(start))):
+        # PyTorch's overloads name what fits neither (a bool or float dim, start or length)
+        _args.parsed("narrow", _NARROW, input, (dim, start, length), {},
+                     _args.called_as_method())
     if isinstance(start, Tensor):
         if start.ndim != 0 or start.dtype.is_floating_point or start.dtype.is_complex or \
                 start.dtype is _dtype.bool_:
