@@ -5,7 +5,8 @@ promoted as Python numbers, PyTorch's parser's messages for the shape arguments 
 `linspace`'s steps and `eye`'s sizes, and for methods given floats or bools
 (`x.transpose(0.5, 1)`, `x.sum(1.5)`, `x.squeeze(1.5)`, `x.flip(True)`),
 `unsafe_split`'s pieces in the input's memory, the sparse legacy classes
-(`torch.sparse.FloatTensor`), and `narrow`'s overloads for bool and float arguments."""
+(`torch.sparse.FloatTensor`), `narrow`'s overloads for bool and float arguments, and `norm`'s
+dims read as PyTorch's parser reads them."""
 
 from __future__ import annotations
 
@@ -411,3 +412,24 @@ NARROW_CASES = {
 def test_narrow_refuses_bools_and_floats_with_torchs_overloads(name):
     # (a bool dim, start or length ran as 1 before: torch lists its two overloads)
     _same(NARROW_CASES[name])
+
+
+NORM_CASES = {
+    "bool dim": lambda T: T.arange(12.).reshape(3, 4).norm(2, True),
+    "function bool dim": lambda T: T.norm(T.arange(12.).reshape(3, 4), 2, True),
+    "bool in a tuple": lambda T: T.arange(12.).reshape(3, 4).norm(2, (True,)),
+    "bool after an int": lambda T: T.arange(12.).reshape(3, 4).norm(2, (0, True)),
+    "float dim": lambda T: T.arange(12.).reshape(3, 4).norm(2, 1.5),
+    "float after an int": lambda T: T.arange(12.).reshape(3, 4).norm(2, (1, 1.5)),
+    "fro with a bool dim": lambda T: T.arange(12.).reshape(3, 4).norm("fro", True),
+    "keyword bool dim": lambda T: T.arange(12.).reshape(3, 4).norm(dim=True),
+    "tensor dim": lambda T: T.arange(12.).reshape(3, 4).norm(2, T.tensor(1)),
+    "list dim": lambda T: T.arange(12.).reshape(3, 4).norm(2, [1]),
+}
+
+
+@pytest.mark.parametrize("name", list(NORM_CASES))
+def test_norm_reads_its_dims_as_torchs_parser(name):
+    # (a bool dim ran as 1 and a bool after an int raised: torch refuses the first and
+    # reads the second as an int)
+    _same(NORM_CASES[name])

@@ -15,7 +15,7 @@ from .._dispatch import call, call1
 from .._dtype import as_dtype
 from .._dtype import dtype as _dtype_cls
 from .._symbolic import SymInt
-from .._tensor import Tensor
+from .._tensor import Tensor, int_list_error
 from .._type_names import python_type_name
 from ..ops import REGISTRY
 from ..ops import pointwise as P
@@ -526,7 +526,20 @@ def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
         return matrix_norm(input, p, dims, keepdim, dtype=dtype)
     if p == "fro" or p is None:
         p = 2
+    if dim is not None and dim.__class__ is not int:
+        dim = _norm_dims(dim)
     return _vector_norm(input, p, dim, keepdim, dtype=dtype)
+
+
+def _norm_dims(dim):
+    """`dim` of a vector norm as PyTorch's parser reads it for `linalg_vector_norm`'s
+    `int[1]? dim`: ints, a bool refused first in the list (alone too) and read as an int
+    after it."""
+    error = int_list_error((dim,) if dim.__class__ is builtins.bool else dim,
+                           "linalg_vector_norm", "dim", 3)
+    if error is not None:
+        raise error
+    return tuple(operator.index(d) for d in dim) if isinstance(dim, (list, tuple)) else dim
 
 
 _LOGSUMEXP = _args.Overloads(("Tensor input, int[1] dim, bool keepdim=False, *, Tensor out=None",),
