@@ -219,10 +219,11 @@ def call(op, *args):
                 raw.append(a)
         elif cls in _SIMPLE:
             raw.append(a)
-        elif isinstance(a, _np_scalar) or _user_number(a):
-            # A NumPy scalar, or an instance of a subclass of int or float (an IntEnum
-            # member): the Python number it holds, as PyTorch reads it (NumPy would take
-            # the subclass as a strong, 64-bit operand)
+        elif isinstance(a, _np_scalar) or isinstance(a, _PY_NUMBERS) and _user_number(a):
+            # A NumPy scalar, or an instance of a user's subclass of int or float (an
+            # IntEnum member): the Python number it holds, as PyTorch reads it (NumPy would
+            # take the subclass as a strong, 64-bit operand). (The isinstance first: dtypes
+            # and other arguments pass here on every call.)
             return call(op, *python_scalars(args))
         elif not hasattr(cls, "__fusegrad_function__"):
             raw.append(a)
@@ -561,7 +562,7 @@ def _python_number(a):
 def _call_slow(op, args):
     """Modes, fake tensors and foreign `__fusegrad_function__` types."""
     for a in args:
-        if isinstance(a, _np_scalar) or _user_number(a):
+        if isinstance(a, _np_scalar) or isinstance(a, _PY_NUMBERS) and _user_number(a):
             args = python_scalars(args)
             break
     if _local.autocast is not None:  # before the modes, as PyTorch's autocast keys
