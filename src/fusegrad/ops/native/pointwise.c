@@ -163,13 +163,15 @@ ADD_ROWS_SCALED(double, fma, f64)
 /* linspace's values as PyTorch's CPU kernel computes them: start + step * i for the first
    half, end - step * (steps - 1 - i) for the rest, each multiply-add rounded once (its
    x86-64 builds fuse them; `fma` does here, in hardware or exactly in the C library). The
-   bounds and step arrive as doubles holding values of T. */
+   bounds and step arrive as doubles holding values of T. The second half negates the index,
+   not the step: the products are the same, and a NaN step keeps its sign, as in PyTorch's
+   fused negative multiply-add (negating the step made every such NaN negative). */
 #define LINSPACE(T, FMA, S)                                                               \
 void linspace_##S(T *out, int64_t steps, double start, double end, double step) {        \
     const T a = (T)start, b = (T)end, h = (T)step;                                        \
     const int64_t half = steps / 2;                                                       \
     for (int64_t i = 0; i < half; i++) out[i] = FMA(h, (T)i, a);                           \
-    for (int64_t i = half; i < steps; i++) out[i] = FMA(-h, (T)(steps - 1 - i), b);        \
+    for (int64_t i = half; i < steps; i++) out[i] = FMA(h, -(T)(steps - 1 - i), b);       \
 }
 LINSPACE(float, fmaf, f32)
 LINSPACE(double, fma, f64)
