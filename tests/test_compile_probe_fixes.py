@@ -507,6 +507,30 @@ def test_set_logs_accepts_torchs_keywords():
         logs.enabled.update(before)
 
 
+@pytest.mark.parametrize("setting, on, off", [
+    ("+aot,+inductor", {"aot_graphs", "aot_joint_graph", "output_code", "perf_hints"},
+     {"graph_breaks"}),
+    ("dynamo, inductor", {"graph_breaks", "recompiles", "perf_hints"},
+     {"guards", "output_code", "aot_graphs"}),
+    ("+dynamo,-dynamo", set(), {"graph_breaks", "guards"}),
+    ("-inductor,output_code,bytecode,nonsense", {"output_code"}, {"perf_hints"}),
+])
+def test_environment_names_components_as_torch_logs_does(monkeypatch, setting, on, off):
+    """FUSEGRAD_LOGS reads components with TORCH_LOGS' level prefixes, not only artifacts
+    (`+aot` alone used to turn nothing on)."""
+    from fusegrad.compiler import logs
+
+    before = set(logs.enabled)
+    monkeypatch.setenv("FUSEGRAD_LOGS", setting)
+    try:
+        logs.enabled.clear()
+        logs._from_environment()
+        assert on <= logs.enabled and not off & logs.enabled
+    finally:
+        logs.enabled.clear()
+        logs.enabled.update(before)
+
+
 def test_logging_set_logs_is_torch_logging_set_logs():
     import fusegrad._logging
 

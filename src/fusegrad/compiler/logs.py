@@ -1,7 +1,8 @@
 """`FUSEGRAD_LOGS`: what the compiler prints as it works (PyTorch's TORCH_LOGS names).
 
 `FUSEGRAD_LOGS=graph_code,graph_breaks,recompiles,guards,aot_graphs,aot_joint_graph` (or
-`all`) selects artifacts (`segment_code`: the Python each captured segment runs per call);
+`all`) selects artifacts (`segment_code`: the Python each captured segment runs per call),
+and PyTorch's components select theirs (`dynamo`, `+aot`, `-inductor`: INFO, DEBUG, off);
 `set_logs(graph_code=True, ...)` does the same from Python. Output goes to the
 `fusegrad.compiler` logger, which prints to stderr unless configured otherwise.
 """
@@ -85,13 +86,21 @@ def emit(artifact: str, message: str) -> None:
 
 
 def _from_environment() -> None:
-    names = [n.strip() for n in os.environ.get("FUSEGRAD_LOGS", "").split(",") if n.strip()]
-    if "all" in names:
-        names = list(ARTIFACTS)
-    known = [n.lstrip("+") for n in names if n.lstrip("+") in ARTIFACTS]
-    if known:
-        set_logs(**dict.fromkeys(known, True))
-
+    """`FUSEGRAD_LOGS`, read as PyTorch reads `TORCH_LOGS`: a comma-separated list of
+    artifacts (`graph_breaks`) and components, a component at INFO by its name (`dynamo`), at
+    DEBUG with a `+` (`+aot`) and at ERROR with a `-` (`-inductor`: its artifacts off).
+    Names fusegrad does not know are ignored."""
+    chosen: dict = {}
+    for entry in os.environ.get("FUSEGRAD_LOGS", "").split(","):
+        entry = entry.strip()
+        name = entry.lstrip("+-")
+        if name == "all" or name in _COMPONENTS:
+            chosen[name] = (logging.DEBUG if entry.startswith("+") else
+                            logging.ERROR if entry.startswith("-") else logging.INFO)
+        elif name in ARTIFACTS:
+            chosen[name] = True
+    if chosen:
+        set_logs(**chosen)
 
 
 @dataclass
