@@ -333,17 +333,12 @@ def test_argument_messages(case):
     _same(MESSAGE_CASES[case])
 
 
-# `input` given by keyword reaches the function as its first argument, so its message
-# lists it first, as if given by position; PyTorch's lists it among the keywords.
+# `input` given by keyword is listed among the keywords, as PyTorch's message lists it.
 KEYWORD_SPELLED = {
     "prod input= dim=None": lambda L: L.prod(input=L.ones(2, 3), dim=None),
 }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a keyword `input` is listed as a positional argument in the message",
-)
 @pytest.mark.parametrize("case", sorted(KEYWORD_SPELLED))
 def test_argument_messages_for_keywords(case):
     _same(KEYWORD_SPELLED[case])

@@ -193,8 +193,6 @@ def test_rot90_compiled_matches_eager_layout():
         assert fusegrad.equal(got, expected) and got.stride() == expected.stride()
 
 
-@pytest.mark.xfail(strict=True, reason="an empty tensor's strides are always row-major here: "
-                   "torch.rot90(torch.zeros(0, 3), 1).stride() is (1, 3), ours (1, 1)")
 def test_rot90_of_an_empty_tensor_keeps_the_transposed_strides():
     _same(lambda L: L.rot90(L.zeros(0, 3), 1))
 
@@ -351,8 +349,6 @@ def test_floats_for_ints_are_refused_not_truncated(case):
             f(lib)
 
 
-@pytest.mark.xfail(strict=True, reason="a method given `diagonal` by keyword: PyTorch names "
-                   "no position, x.tril(diagonal=1.5) here says '(position 1)'")
 def test_tril_method_keyword_diagonal_message():
     _same(lambda L: L.ones(3, 3).tril(diagonal=1.5))
 
@@ -361,8 +357,6 @@ def test_unsafe_split_float_message():
     _same(lambda L: L.unsafe_split(L.ones(3, 3), 1.5))
 
 
-@pytest.mark.xfail(strict=True, reason="torch.prod(input=x, dim=1.5) lists the keywords "
-                   "'(dim=float, input=Tensor, )'; ours '(Tensor, dim=float)'")
 def test_prod_all_keyword_message():
     _same(lambda L: L.prod(input=L.ones(2), dim=1.5))
 

@@ -25,7 +25,15 @@ from ._scalar_conversion import (
     half_input,
     not_implemented_for,
 )
-from ._shapes import FORMAT_ORDERS, format_order, in_memory_order, memory_order, strides_order
+from ._shapes import (
+    FORMAT_ORDERS,
+    format_empty,
+    format_order,
+    in_memory_order,
+    memory_order,
+    strided_empty,
+    strides_order,
+)
 from ._symbolic import SymInt, size_int
 from ._tensor import (
     Tensor,
@@ -36,7 +44,7 @@ from ._tensor import (
 from ._thread_state import active as _active
 from ._thread_state import local as _thread_local
 from ._torch_function import warning_stacklevel as _warning_stacklevel
-from ._type_names import python_type_name
+from ._type_names import call_keywords, python_type_name
 from ._warn import warn_at_caller, warn_once, warn_once_at_caller
 
 
@@ -143,6 +151,8 @@ def _check_device(device) -> _device_cls | None:
 
 
 def _finish(data: np.ndarray, dtype: _dtype.dtype, requires_grad: bool) -> Tensor:
+    if not data.size:  # PyTorch's strides, which the tensor's views derive theirs from
+        data = strided_empty(data)
     t = Tensor._make(data, dtype)
     if requires_grad:
         t._set_requires_grad(
@@ -1010,7 +1020,12 @@ def _in_order(fn, shape: tuple, order: tuple | None, *args, **kwargs) -> Tensor:
             inverse[d] = i
         return out.permute(*inverse)
     out._data = in_memory_order(lambda s: out._data, shape, order)
+    if not out._data.size and order in _FORMATS:  # (PyTorch's strides for the format)
+        out._data = format_empty(out._data, order)
     return out
+
+
+_FORMATS = tuple(FORMAT_ORDERS.values())
 
 
 def _like(fn, name):
@@ -1137,7 +1152,13 @@ def _new(fn):
 def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False,
              layout=None, pin_memory=False):
     """`full` with this tensor's dtype by default."""
-    return full(_sizes((size,), "new_full"), fill_value, dtype=_dtype.as_dtype(dtype) or self.dtype,
+    try:
+        shape = _sizes((size,), "new_full")
+    except TypeError:
+        if "size" not in call_keywords():
+            raise
+        shape = _sizes((size,), "new_full", None)  # (raises, naming no position)
+    return full(shape, fill_value, dtype=_dtype.as_dtype(dtype) or self.dtype,
                 requires_grad=requires_grad)
 
 

@@ -187,7 +187,10 @@ class tensortype(type):
         return f"<class '{cls.__module__}.{cls.__name__}'>"
 
 
-def _make_types(module: str, sparse: bool = False) -> dict:
+def make_types(module: str, sparse: bool = False) -> dict:
+    """The typed classes of `module` (`fusegrad`, `fusegrad.cuda`, `fusegrad.sparse`,
+    `fusegrad.cuda.sparse`) by name: CUDA ones in a module under `fusegrad.cuda`, sparse
+    ones with `sparse`."""
     types = {}
     # (PyTorch has no sparse bool class)
     for name in ("float32", "float64", "float16", "bfloat16", "int64", "int32", "int16",
@@ -195,15 +198,15 @@ def _make_types(module: str, sparse: bool = False) -> dict:
         dt = _dtype.BY_NAME[name]
         cls_name = f"{dt.legacy}Tensor"
         types[cls_name] = tensortype(cls_name, (), {
-            "dtype": dt, "is_cuda": module.endswith(".cuda"), "is_sparse": sparse,
+            "dtype": dt, "is_cuda": ".cuda" in module, "is_sparse": sparse,
             "layout": sparse_coo if sparse else strided, "__module__": module,
             "__doc__": f"Legacy constructor and type test for {name} tensors."})
     return types
 
 
-TYPES = _make_types("fusegrad")
-CUDA_TYPES = _make_types("fusegrad.cuda")
-SPARSE_TYPES = _make_types("fusegrad.sparse", sparse=True)
+TYPES = make_types("fusegrad")
+CUDA_TYPES = make_types("fusegrad.cuda")
+SPARSE_TYPES = make_types("fusegrad.sparse", sparse=True)
 
 _USER = 4  # (the stack level of a warning from `legacy_sparse_new`: the constructor's caller)
 _SPARSE_SIGNATURES = (

@@ -38,7 +38,7 @@ import types
 import numpy as np
 from numpy.lib.array_utils import byte_bounds as _byte_bounds
 
-from . import _autocast, _dtype, _tensor, return_types
+from . import _autocast, _dtype, _tensor, _type_names, return_types
 from ._dispatch import call, tracing_mode
 from ._metadata import copy_metadata
 from ._tensor import Tensor
@@ -578,6 +578,7 @@ def _guarded(*args, **kwargs):
 
 
 _TRAMPOLINE = _guarded.__code__.replace(co_name="guarded")
+_type_names.PASSING_CODES.add(_TRAMPOLINE)
 
 
 def handle_out(fn: types.FunctionType, name: str) -> types.FunctionType:

@@ -150,7 +150,9 @@ def memory_order(a: np.ndarray) -> tuple | None:
     as well). Otherwise dims of size 1 and broadcast dims (stride 0) keep their places; the
     others are sorted by their strides."""
     shape = a.shape
-    if 1 in shape and a.ndim > 1 and a.size:
+    if not a.size:  # (NumPy calls every empty array C-contiguous)
+        return strides_order(shape, empty_strides(a))
+    if 1 in shape and a.ndim > 1:
         strides = elem_strides(a)
         # Among equal strides, a size-1 dim sits inside the other dims (a dense layout
         # gives it the stride of the dim just outside it).
@@ -385,10 +387,41 @@ def size_str(shape) -> str:
 def elem_strides(a) -> tuple:
     """Strides of an array or tensor in elements."""
     if isinstance(a, np.ndarray):
-        if a.size == 0:  # NumPy reports arbitrary strides for empty arrays
-            return contiguous_strides(a.shape)
+        if a.size == 0:
+            return empty_strides(a)
         return tuple(s // a.itemsize for s in a.strides)
     return tuple(a.stride())
+
+
+def empty_strides(a: np.ndarray) -> tuple:
+    """The element strides of an empty array. NumPy gives every empty array it allocates
+    zero strides, read as PyTorch's contiguous ones; an empty array laid out by
+    `strided_empty` (a factory's) or a view of one keeps the strides PyTorch's views
+    compute (`zeros(0, 3).t()` has (1, 3))."""
+    if not any(a.strides):
+        return contiguous_strides(a.shape)
+    return tuple(s // a.itemsize for s in a.strides)
+
+
+def format_empty(a: np.ndarray, order: tuple) -> np.ndarray:
+    """Empty `a` seen with the strides PyTorch gives a new tensor in the memory format whose
+    order of dims is `order`: unlike its contiguous strides, its channels-last ones multiply
+    the sizes as they are, so a dim of size 0 zeroes the strides outside it."""
+    strides = [0] * a.ndim
+    acc = 1
+    for d in reversed(order):
+        strides[d] = acc
+        acc *= a.shape[d]
+    return strided_empty(a, tuple(strides))
+
+
+def strided_empty(a: np.ndarray, strides: tuple | None = None) -> np.ndarray:
+    """Empty `a` seen with element `strides` (PyTorch's contiguous ones by default), so
+    that NumPy's views of it carry the strides PyTorch's views of it have."""
+    if strides is None:
+        strides = contiguous_strides(a.shape)
+    return np.ndarray(a.shape, a.dtype, buffer=a,
+                      strides=tuple(s * a.itemsize for s in strides))
 
 
 def storage_offset(a: np.ndarray) -> int:

@@ -91,12 +91,13 @@ def is_int_argument(value) -> bool:
     return value.__class__ is not bool and hasattr(type(value), "__index__")
 
 
-def int_list_error(value, name: str, param: str, position: int) -> TypeError | None:
-    """PyTorch's parser's TypeError for `value` given by position for an `int[]` parameter
-    (one int or a sequence of them), or None when it reads as one: a first element that is
-    no int is named as an element of the tuple, a later one as a failure to unpack it (where
-    a bool is taken as an int)."""
-    where = f"{name}(): argument '{param}' (position {position}) must be tuple of ints"
+def int_list_error(value, name: str, param: str, position: int | None) -> TypeError | None:
+    """PyTorch's parser's TypeError for `value` given by position (None: by keyword) for an
+    `int[]` parameter (one int or a sequence of them), or None when it reads as one: a first
+    element that is no int is named as an element of the tuple, a later one as a failure to
+    unpack it (where a bool is taken as an int)."""
+    at = "" if position is None else f" (position {position})"
+    where = f"{name}(): argument '{param}'{at} must be tuple of ints"
     if isinstance(value, (list, tuple)):
         for i, item in enumerate(value):
             if i == 0 and not is_int_argument(item):
@@ -242,6 +243,8 @@ class Tensor:
         name = getattr(memory_format, "name", None)
         if name in FORMAT_ORDERS:
             return is_format_contiguous(self.shape, self.stride(), name)
+        if 0 in self.shape:  # (as PyTorch: an empty tensor is, whatever its strides)
+            return True
         expected = contiguous_strides(self.shape)
         return all(s == 1 or a == b for s, a, b in zip(self.shape, self.stride(), expected))
 

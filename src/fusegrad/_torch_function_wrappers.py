@@ -17,7 +17,7 @@ import types
 
 import numpy as np
 
-from . import _torch_function
+from . import _torch_function, _type_names
 from ._dtype import dtype as _dtype_cls
 from ._metadata import copy_metadata
 from ._recorded_calls import make_matrix_operator, make_operator
@@ -342,6 +342,7 @@ def _first_call(*args, **kwargs):
 
 
 _FIRST_CALL = _first_call.__code__.replace(co_name="wrapper")
+_type_names.PASSING_CODES.add(_FIRST_CALL)
 
 
 def _specialise(wrapper) -> None:

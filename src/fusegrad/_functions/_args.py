@@ -19,7 +19,7 @@ import types
 
 from .._symbolic import SymInt
 from .._tensor import Tensor, int_list_error, is_int_argument
-from .._type_names import python_type_name
+from .._type_names import WRAPPER_FILE, call_keywords, python_type_name
 from ._signatures import _parse, _resolve
 
 
@@ -119,13 +119,28 @@ def tensor_sequence(name: str, tensors, argument: str = "'tensors' (position 1)"
     return list(tensors)
 
 
-def int_parameter(value, name: str, param: str, position: int):
+def int_parameter(value, name: str, param: str, position: int | None):
     """`value` (an `int` parameter: anything with `__index__` but a bool), or PyTorch's
-    parser's TypeError naming the argument and its `position`."""
+    parser's TypeError naming the argument and its `position` (None: given by keyword,
+    which PyTorch's message names without one)."""
     if value.__class__ is int or is_int_argument(value):
         return value
-    raise TypeError(f"{name}(): argument '{param}' (position {position}) must be int, not "
+    where = "" if position is None else f" (position {position})"
+    raise TypeError(f"{name}(): argument '{param}'{where} must be int, not "
                     f"{python_type_name(value)}")
+
+
+def as_called(names: tuple, values: tuple, depth: int = 1, input=None) -> tuple:
+    """(args, kwargs): `values` of the parameters `names`, which the public function or
+    Tensor method `depth` frames up (1: the one asking) took, split as its call gave them
+    (`call_keywords`): what PyTorch's overload message lists (`got (dim=float, )`). The
+    function's `input`, where the call named it, is among the keywords too (`parsed`)."""
+    keywords = call_keywords(depth + 1)
+    given = dict(zip(names, values))
+    if input is not None:
+        given["input"] = input
+    kwargs = {k: given[k] for k in keywords if k in given}
+    return tuple(v for k, v in zip(names, values) if k not in kwargs), kwargs
 
 
 def called_as_method(depth: int = 1) -> bool:
@@ -135,7 +150,7 @@ def called_as_method(depth: int = 1) -> bool:
     error paths only, where PyTorch's parser counts positions from the first argument after
     `self` for a method and from `input` for a function."""
     caller = sys._getframe(depth + 1)
-    if caller.f_code.co_filename != _WRAPPER_FILE:
+    if caller.f_code.co_filename != WRAPPER_FILE:
         return True
     # (a wrapper's namespace holds its `info`: [public, fn, label, flags]; while a mode is
     # active the methods are wrappers too, labelled `torch.Tensor.<name>`)
@@ -143,16 +158,17 @@ def called_as_method(depth: int = 1) -> bool:
     return info is not None and info[2].startswith("torch.Tensor.")
 
 
-_WRAPPER_FILE = "<torch function wrapper>"  # (the protocol's generated wrappers' code)
-
-
 def int_arguments(name: str, *named, skip: int = 0) -> None:
     """PyTorch's parser's TypeError for the first of `named` (parameter, value) pairs, the
     parameters a public function without `out` takes after `input` (after `skip` others), in
     order, that is no int; positions counted as the caller's caller was called
     (`called_as_method`)."""
-    first = 1 if called_as_method(2) else 2
-    int_parameters(name, first + skip, *named)
+    method = called_as_method(2)
+    for position, (param, value) in enumerate(named, (1 if method else 2) + skip):
+        if value.__class__ is not int and not is_int_argument(value):
+            # (read from the call's code only for the argument refused)
+            keyword = method and param in call_keywords(2)
+            int_parameter(value, name, param, None if keyword else position)
 
 
 def int_list_argument(value, name: str, param: str, index: int):
@@ -160,7 +176,10 @@ def int_list_argument(value, name: str, param: str, index: int):
     after `input`), or PyTorch's parser's TypeError (`int_list_error`), its position counted
     as the caller's caller was called (`called_as_method`)."""
     if int_list_error(value, name, param, index) is not None:
-        raise int_list_error(value, name, param, index if called_as_method(2) else index + 1)
+        method = called_as_method(2)
+        if method and param in call_keywords(2):
+            raise int_list_error(value, name, param, None)
+        raise int_list_error(value, name, param, index if method else index + 1)
     return value
 
 
@@ -292,10 +311,11 @@ class Overloads:
 def parsed(name: str, overloads: Overloads, input, args: tuple, kwargs: dict,
            method: bool) -> tuple:
     """(the index of the overload the call fits, its arguments by name), or PyTorch's
-    TypeError for a call that fits none. NumPy's `axis` and `keepdims` stand for `dim` and
-    `keepdim`, as PyTorch's parser reads them."""
+    TypeError for a call that fits none (`input` among `kwargs` where the call named it).
+    NumPy's `axis` and `keepdims` stand for `dim` and `keepdim`, as PyTorch's parser reads
+    them."""
     found = overloads.of(method)
-    given = args if method else (input, *args)
+    given = args if method or "input" in kwargs else (input, *args)
     if "axis" in kwargs or "keepdims" in kwargs:
         # (a NumPy name stands for a parameter no other argument fills)
         filled = {p.name for params in found

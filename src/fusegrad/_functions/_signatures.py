@@ -189,7 +189,8 @@ def _described(value) -> str:
 def _note(params: tuple[_Param, ...], args: tuple, kwargs: dict) -> str:
     """PyTorch's note under an overload taking as many arguments as were given (counting its
     `*`): the keywords it does not know, or every argument, each marked `!...!` unless it
-    is a tensor given for a `Tensor` (the one kind its check recognises)."""
+    is a tensor given for a `Tensor` or an int for an `int` (the kinds its check
+    recognises) without a default (which its check does not recognise either)."""
     # (PyTorch counts the parts of the overload's text: `*` is one, and `()` one too)
     slots = max(1, len(params) + any(p.keyword_only for p in params))
     if len(args) + len(kwargs) != slots:
@@ -205,19 +206,23 @@ def _note(params: tuple[_Param, ...], args: tuple, kwargs: dict) -> str:
     shown = []
     positional = [p for p in params if not p.keyword_only]
     for i, a in enumerate(args):
-        # (its check recognises a tensor for a Tensor, and an int for an int)
-        fits = i < len(positional) and positional[i].kind in ("Tensor", "int") and \
-            _matches(positional[i].kind, a) and (positional[i].kind == "Tensor" or
-                                                  not isinstance(a, Tensor))
+        fits = i < len(positional) and _recognised(positional[i], a)
         shown.append(_described(a) if fits else f"!{_described(a)}!")
     for p in params:
         if p.name in kwargs:
             value = kwargs[p.name]
-            fits = p.kind == "Tensor" and isinstance(value, Tensor)
             text = f"{p.name}={_described(value)}"
-            shown.append(text if fits else f"!{text}!")
+            shown.append(text if _recognised(p, value) else f"!{text}!")
+    # (a trailing comma after keywords alone, as in the list of what was given)
     return "      didn't match because some of the arguments have invalid types: " \
-           f"({', '.join(shown)})\n"
+           f"({', '.join(shown)}{', ' if kwargs and not args else ''})\n"
+
+
+def _recognised(p: _Param, value) -> bool:
+    """Whether PyTorch's note takes `value` for parameter `p`: a tensor for a `Tensor`, an int
+    for an `int`, the parameter without a default."""
+    return p.default is _REQUIRED and p.kind in ("Tensor", "int") and _matches(p.kind, value) \
+        and (p.kind == "Tensor" or not isinstance(value, Tensor))
 
 
 def _invalid_combination(fname: str, overloads, args: tuple, kwargs: dict) -> TypeError:

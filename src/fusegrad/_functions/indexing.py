@@ -64,6 +64,12 @@ def _is_advanced(i) -> bool:
         hasattr(i, "__array__") and hasattr(i, "dtype") and getattr(i, "ndim", 0) > 0)
 
 
+def _is_advanced_item(i) -> bool:
+    """`_is_advanced` for an item of an index tuple, where a tuple is a sequence of positions
+    as a list is (`x[(0, 2),]`)."""
+    return i.__class__ is tuple or _is_advanced(i)
+
+
 def _sequence_index(i) -> Tensor:
     """A list or array index as PyTorch converts one: a bool (or uint8) one stays a mask, any
     other becomes a long tensor (floats truncated)."""
@@ -95,7 +101,7 @@ def _advanced(input, index):
 
     items = []
     for i in index:
-        if isinstance(i, (list, range)) and not len(i):  # no positions: an empty long index
+        if isinstance(i, (list, tuple, range)) and not len(i):  # no positions: an empty index
             i = Tensor._make(np.zeros(0, np.int64))
         elif isinstance(i, range):  # a sequence of positions, as a list is
             i = _tensor(list(i))
@@ -105,7 +111,8 @@ def _advanced(input, index):
             i = int(i.item())  # a 0-d integer tensor selects, as an int does (PyTorch's rule)
         elif isinstance(i, np.generic):
             pass  # a NumPy scalar: an integer selects (`_int_index`), any other is refused
-        elif isinstance(i, list) or (not isinstance(i, Tensor) and hasattr(i, "__array__")):
+        elif isinstance(i, (list, tuple)) or (
+                not isinstance(i, Tensor) and hasattr(i, "__array__")):
             i = _sequence_index(i)
             if i.ndim == 0 and i.dtype is _dtype.int64:
                 i = int(i.item())  # (a 0-d array: a long one selects as a 0-d tensor does)
@@ -211,7 +218,7 @@ def getitem(input, index):
                 stop is None or stop.__class__ is int) and (
                 step is None or step.__class__ is int) and input.ndim:
             return call(S.slice_, input, 0, start, stop, 1 if step is None else step)
-    if isinstance(index, tuple) and builtins.any(_is_advanced(i) for i in index) or \
+    if isinstance(index, tuple) and builtins.any(_is_advanced_item(i) for i in index) or \
             _is_advanced(index):
         result, indices = _advanced(input, index if isinstance(index, tuple) else (index,))
         if not indices:  # (only 0-d arrays, which select: a view, as PyTorch's)
@@ -355,7 +362,7 @@ def setitem(input, index, value) -> None:
         if index:
             setitem(call(S.unsqueeze, input, 0), Ellipsis, value)
         return
-    if isinstance(index, tuple) and builtins.any(_is_advanced(i) for i in index) or \
+    if isinstance(index, tuple) and builtins.any(_is_advanced_item(i) for i in index) or \
             _is_advanced(index):
         target, indices = _advanced(input, index if isinstance(index, tuple) else (index,))
         if not indices:  # (only 0-d arrays, which select): a copy into that view
@@ -585,13 +592,16 @@ def argwhere(input):
     return call(X.nonzero, input)
 
 
-def index_put_indices(indices, position: int = 1) -> list:
+def index_put_indices(indices, position: int | None = None) -> list:
     """The public `index_put`'s (and, `position` 0, the method `index_put_`'s) index list:
     tensors only, as PyTorch's binding takes them (None, which keeps a dimension whole, is
-    for `x[:, i]` alone); `position` is the list's place among the arguments (its message's)."""
+    for `x[:, i]` alone); `position` is the list's place among the arguments (its message's;
+    None: 0 for a call of the method `index_put`, 1 for the function)."""
     indices = list(indices)
     for k, i in enumerate(indices):
         if not isinstance(i, Tensor):
+            if position is None:
+                position = 0 if _args.called_as_method(2) else 1
             raise TypeError(f"expected Tensor as element {k} in argument {position}, but got "
                             f"{type(i).__name__}")
     return indices

@@ -30,7 +30,15 @@ from .indexing import index_put_indices, scatter_with_reduce
 from .inplace import copy_
 from .lazy_methods import forwarding_method, resolve
 from .linear_algebra import matmul
-from .pointwise import bitwise_not, floor_divide, pow, remainder, where
+from .pointwise import (
+    bitwise_not,
+    floor_divide,
+    mixed_bounds,
+    pow,
+    refuse_bounds,
+    remainder,
+    where,
+)
 from .reduction import TOPK, topk
 from .shape import diagonal_argument, expand, reshape, tril, triu, view
 
@@ -346,6 +354,8 @@ def _sgn_(self):
 
 def _clamp_(self, min=None, max=None):  # noqa: A002
     if isinstance(min, Tensor) or isinstance(max, Tensor):
+        if mixed_bounds(min, max):
+            refuse_bounds("clamp_", self, min, max, True)
         return call(P.clamp_tensor_, self, min, max)
     return call(P.clamp_, self, min, max)
 

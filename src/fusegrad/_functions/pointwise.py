@@ -106,8 +106,32 @@ def maximum(input, other, *, out=None):
 def clamp(input, min=None, max=None, *, out=None):  # noqa: A002
     """Limit values to [min, max] (numbers or tensors)."""
     if isinstance(min, Tensor) or isinstance(max, Tensor):
+        if mixed_bounds(min, max):
+            refuse_bounds("clamp", input, min, max, _args.is_method_copy(locals()))
         return call(P.clamp_tensor, input, min, max)
     return call(P.clamp, input, min, max)
+
+
+_CLAMP = _args.Overloads(
+    ("Tensor input, Tensor min=None, Tensor max=None, *, Tensor out=None",
+     "Tensor input, Number min=None, Number max=None, *, Tensor out=None"),
+    ("Tensor min=None, Tensor max=None", "Number min=None, Number max=None"))
+
+
+def mixed_bounds(min, max) -> bool:  # noqa: A002
+    """Whether one of clamp's bounds is a tensor of some dims and the other a number: neither
+    of PyTorch's overloads (tensors; numbers, for which a 0-d tensor stands too) takes that."""
+    for a, b in ((min, max), (max, min)):
+        if isinstance(a, Tensor) and a.ndim and b is not None and not isinstance(b, Tensor):
+            return True
+    return False
+
+
+def refuse_bounds(name: str, input, min, max, method: bool) -> None:  # noqa: A002
+    """PyTorch's parser's TypeError for clamp's (or `name`'s) `mixed_bounds`, its arguments
+    as the call of the function or method (`method`) gave them."""
+    names, values = zip(*[(k, v) for k, v in (("min", min), ("max", max)) if v is not None])
+    _args.parsed(name, _CLAMP, input, *_args.as_called(names, values, 2, input=input), method)
 
 
 def where(condition, input=None, other=None, *, out=None):

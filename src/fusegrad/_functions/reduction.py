@@ -20,7 +20,7 @@ from .._type_names import python_type_name
 from ..ops import REGISTRY
 from ..ops import pointwise as P
 from ..ops import reduction as R
-from . import _args
+from . import _args, _signatures
 from ._args import dims as _dims
 
 # ---------------------------------------------------------------- reductions
@@ -92,11 +92,17 @@ def sum(input, dim=_NOT_GIVEN, keepdim=_NOT_GIVEN, *, dtype=None,  # noqa: A001
     if dim is _NOT_GIVEN and keepdim is _NOT_GIVEN and axis is None and keepdims is None:
         if dtype is None:
             return call1(R.sum_, input)
+        if _no_dtype(dtype):
+            _args.parsed("sum", _SUM, input,
+                         *_args.as_called(("dtype",), (dtype,), input=input),
+                         _args.is_method_copy(locals()))
         return call(R.sum_, input, as_dtype(dtype))
     if dim.__class__ is not int and dim is not _NOT_GIVEN and not _dims_argument(dim):
         _dims_error("sum", dim)
-        _args.parsed("sum", _SUM, input, (dim,) if keepdim is _NOT_GIVEN else (dim, keepdim),
-                     {}, _args.is_method_copy(locals()))
+        _args.parsed("sum", _SUM, input,
+                     *_args.as_called(("dim", "keepdim"), (dim,) if keepdim is _NOT_GIVEN
+                                      else (dim, keepdim), input=input),
+                     _args.is_method_copy(locals()))
     if dim is _NOT_GIVEN or axis is not None or keepdims is not None:
         dim, keepdim, whole = _sum_args("sum", dim, keepdim, dtype,
                                         _args.is_method_copy(locals()), out is not None,
@@ -118,11 +124,17 @@ def mean(input, dim=_NOT_GIVEN, keepdim=_NOT_GIVEN, *, dtype=None, out=None, axi
     if dim is _NOT_GIVEN and keepdim is _NOT_GIVEN and axis is None and keepdims is None:
         if dtype is None:
             return call1(R.mean, input)
+        if _no_dtype(dtype):
+            _args.parsed("mean", _MEAN, input,
+                         *_args.as_called(("dtype",), (dtype,), input=input),
+                         _args.is_method_copy(locals()))
         return call(R.mean, input, as_dtype(dtype))
     if dim.__class__ is not int and dim is not _NOT_GIVEN and not _dims_argument(dim):
         _dims_error("mean", dim)
-        _args.parsed("mean", _MEAN, input, (dim,) if keepdim is _NOT_GIVEN else (dim, keepdim),
-                     {}, _args.is_method_copy(locals()))
+        _args.parsed("mean", _MEAN, input,
+                     *_args.as_called(("dim", "keepdim"), (dim,) if keepdim is _NOT_GIVEN
+                                      else (dim, keepdim), input=input),
+                     _args.is_method_copy(locals()))
     if dim is _NOT_GIVEN or axis is not None or keepdims is not None:
         dim, keepdim, whole = _sum_args("mean", dim, keepdim, dtype,
                                         _args.is_method_copy(locals()), out is not None,
@@ -170,8 +182,9 @@ def amax(input, dim=(), keepdim=False, *, out=None, axis=None, keepdims=None):
     return call(R.amax, input, _dims(dim) or (), keepdim)
 
 
-def _softmax_dtype(fn: str, dtype):
-    """`dtype` as a dtype, or the argument parser's TypeError for another object."""
+def dtype_argument(fn: str, dtype):
+    """`dtype` as a dtype, or the argument parser's TypeError for another object (`fn`'s
+    only overload takes a `dtype`: softmax, cumsum, nansum, ...)."""
     if not isinstance(dtype, (_dtype_cls, type)):
         raise TypeError(f"{fn}(): argument 'dtype' must be torch.dtype, not "
                         f"{python_type_name(dtype)}")
@@ -194,7 +207,7 @@ def _softmax_args(name: str, args: tuple, kwargs: dict, axis, method: bool) -> t
         raise TypeError(f"{name}(): argument 'dim'{where.get('dim', '')} must be int, not "
                         f"{python_type_name(dim)}")
     dtype = given.get("dtype")
-    return _args.index(dim), None if dtype is None else _softmax_dtype(name, dtype)
+    return _args.index(dim), None if dtype is None else dtype_argument(name, dtype)
 
 
 def _softmax_like(op, name: str, doc: str):
@@ -377,10 +390,18 @@ _PROD_OVERLOADS = {
 }
 
 
-def _prod_args(args: tuple, dim, keepdim, dtype, method: bool, out_given: bool) -> tuple:
+def _no_dtype(dtype) -> bool:
+    """Whether `dtype` (not None) is neither a dtype nor a Python type standing for one."""
+    return dtype is not None and dtype.__class__ is not _dtype_cls and \
+        not isinstance(dtype, _dtype_cls) and dtype not in (builtins.float, builtins.int,
+                                                             builtins.bool, builtins.complex)
+
+
+def _prod_args(input, args: tuple, dim, keepdim, dtype, method: bool, out_given: bool) -> tuple:
     """prod's (dim, keepdim) as PyTorch's parser reads them. Arguments that two overloads
-    could take (at most `input` and one more) and fit neither get the message listing both;
-    more fit the one with `dim`, which names the argument that is wrong."""
+    could take (at most `input` and one more) and fit neither get the message listing both,
+    the keywords in the reverse of their order in the call (`call_keywords`); more fit the
+    one with `dim`, which names the argument that is wrong."""
     if args and dim is not _NOT_GIVEN:
         raise TypeError("prod() got multiple values for argument 'dim'")
     if len(args) == 2 and keepdim is not _NOT_GIVEN:
@@ -397,16 +418,24 @@ def _prod_args(args: tuple, dim, keepdim, dtype, method: bool, out_given: bool) 
     keywords = [(k, v) for k, v in (("dtype", dtype), ("keepdim", keepdim), ("dim", dim))
                 if k not in where and (v is not None if k == "dtype" else k in given)]
     bad_dim = "dim" in given and _not_int(dim)
-    if len(args) + len(keywords) + out_given <= 1 and ("keepdim" in given or bad_dim):
-        names = [] if method else ["Tensor"]
-        names += [python_type_name(a) for a in args]
+    if len(args) + len(keywords) + out_given <= 1 and ("keepdim" in given or bad_dim or
+                                                       _no_dtype(dtype)):
+        order = _args.call_keywords(2)
+        by_keyword = not method and "input" in order
+        if by_keyword:
+            keywords.append(("input", input))
         # (keywords in the reverse of their order in the call, as PyTorch lists them)
+        keywords.sort(key=lambda kv: -order.index(kv[0]) if kv[0] in order else 0)
+        names = [] if method or by_keyword else ["Tensor"]
+        names += [python_type_name(a) for a in args]
         named = [f"{k}={python_type_name(v)}" for k, v in keywords]
         got = ", ".join(names + named) if names else "".join(f"{k}, " for k in named)
         raise TypeError("prod() received an invalid combination of arguments - got "
                         f"({got}), but expected one of:\n{_PROD_OVERLOADS[method]}")
     if bad_dim:
         raise _wrong_type("prod", "dim", where, dim, "int")
+    if _no_dtype(dtype):
+        raise _wrong_type("prod", "dtype", where, dtype, "torch.dtype")
     if "dim" not in given:
         if "keepdim" in given:  # (`dim` is required by the only overload with `keepdim`)
             raise TypeError('prod() missing 1 required positional arguments: "dim"')
@@ -422,9 +451,9 @@ def prod(input, *args, dim=_NOT_GIVEN, keepdim=_NOT_GIVEN, dtype=None, out=None,
          keepdims=None):
     """Product of all elements, or along `dim` (`keepdim`: False unless given)."""
     if args or (dim is not _NOT_GIVEN and dim.__class__ is not int) or \
-            keepdim is not _NOT_GIVEN:
-        dim, keepdim = _prod_args(args, dim, keepdim, dtype, _args.is_method_copy(locals()),
-                                  out is not None)
+            keepdim is not _NOT_GIVEN or _no_dtype(dtype):
+        dim, keepdim = _prod_args(input, args, dim, keepdim, dtype,
+                                  _args.is_method_copy(locals()), out is not None)
     else:
         keepdim = False
         if dim is _NOT_GIVEN:
@@ -583,7 +612,7 @@ def _cumulative(name: str, op):
                                _args.is_method_copy(locals()))
             dim = bound["dim"].__index__()
         if dtype is not None:
-            return call(op, input, dim, as_dtype(dtype))
+            return call(op, input, dim, dtype_argument(name, dtype))
         return call(op, input, dim)
 
     fn.__name__ = fn.__qualname__ = name
@@ -822,17 +851,27 @@ def _is_int(v) -> bool:
 
 
 def _is_bool(v) -> bool:
-    return v.__class__ is bool or v.__class__ is _np_bool
+    return v.__class__ is bool  # (a NumPy bool is none: PyTorch's parser refuses it)
+
+
+# Each overload's (least, most) arguments and most positional ones, as PyTorch's parser counts
+# them (the method's without `input`): the one with `stable` takes it by keyword only.
+_SORT_COUNTS = {
+    ("sort", True): ((1, 3, 0), (0, 2, 2)),
+    ("argsort", True): ((1, 3, 0), (0, 2, 2)),
+    ("sort", False): ((2, 5, 1), (1, 4, 3)),
+    ("argsort", False): ((2, 5, 1), (1, 3, 3)),
+}
 
 
 def _sort_args(fname: str, method: bool, args: tuple, stable, dim, descending,
-               unknown: dict) -> tuple:
+               unknown: dict, input=None) -> tuple:
     """(dim, descending, stable) of a `sort`/`argsort` call given `args` by position and the
     rest by keyword (`_UNSET` where not given), or PyTorch's TypeError."""
     n = len(args)
-    given = {k: v for k, v in (("stable", stable), ("dim", dim), ("descending", descending))
-             if v is not _UNSET}
-    given.update(unknown)
+    if not method and fname == "argsort" and stable is not _UNSET and \
+            unknown.get("out", 0) is None:
+        unknown = {k: v for k, v in unknown.items() if k != "out"}  # (that overload's `out`)
     kw_ok = not unknown and (dim is _UNSET or _is_int(dim)) and (
         descending is _UNSET or _is_bool(descending))
     if stable is not _UNSET:
@@ -845,14 +884,59 @@ def _sort_args(fname: str, method: bool, args: tuple, stable, dim, descending,
         d = args[0] if n >= 1 else (-1 if dim is _UNSET else dim)
         desc = args[1] if n >= 2 else (False if descending is _UNSET else descending)
         return d, desc, None
-    if method and (n > 2 or (n == 2 and stable is not _UNSET)):
-        raise TypeError(f"{fname}() takes from 1 to 0 positional arguments but {n} were "
-                        "given")
-    if not method and fname == "argsort" and n > 2:
-        raise TypeError(f"argsort() takes from 2 to 1 positional arguments but {n + 1} were "
-                        "given")
-    order = ("stable", "dim", "descending")
-    keys = [k for k in order if k in given] + [k for k in given if k not in order]
+    raise _sort_error(fname, method, args, stable, dim, descending, unknown, input)
+
+
+_SORT_OVERLOADS = {
+    "sort": _args.Overloads(
+        ("Tensor input, *, bool stable, int dim=-1, bool descending=False, "
+         "TensorList out=None",
+         "Tensor input, int dim=-1, bool descending=False, *, TensorList out=None"),
+        ("*, bool stable, int dim=-1, bool descending=False",
+         "int dim=-1, bool descending=False")),
+    "argsort": _args.Overloads(
+        ("Tensor input, *, bool stable, int dim=-1, bool descending=False, Tensor out=None",
+         "Tensor input, int dim=-1, bool descending=False"),
+        ("*, bool stable, int dim=-1, bool descending=False",
+         "int dim=-1, bool descending=False")),
+}
+
+
+def _sort_error(fname: str, method: bool, args: tuple, stable, dim, descending,
+                unknown: dict, input) -> TypeError:
+    """PyTorch's parser's error for a `sort`/`argsort` call that fits neither overload: where
+    the number of arguments leaves one overload, what is wrong with them for it, else the
+    overloads listed (the keywords in the reverse of their order in the call)."""
+    n = len(args)
+    given = {k: v for k, v in (("stable", stable), ("dim", dim), ("descending", descending))
+             if v is not _UNSET}
+    given.update(unknown)
+    order = _args.call_keywords(4)  # (of the call of sort, argsort or their methods)
+    if "out" in order and "out" not in given:  # (None: named, so PyTorch counts it)
+        given["out"] = None
+    positional = n + (not method)
+    count = positional + len(given)
+    fits = [c for c in _SORT_COUNTS[(fname, method)] if c[0] <= count <= c[1]]
+    if len(fits) == 1 and fits[0] is _SORT_COUNTS[(fname, method)][0]:
+        least, _, most = fits[0]
+        if positional > most:
+            return TypeError(f"{fname}() takes from {least} to {most} positional arguments "
+                             f"but {positional} were given")
+        if stable is _UNSET:
+            return TypeError(f'{fname}() missing 1 required positional arguments: "stable"')
+        for name, value, ok, kind in (
+                ("stable", stable, _is_bool(stable) or (stable is None and fname == "sort"),
+                 "bool"),
+                ("dim", dim, dim is _UNSET or _is_int(dim), "int"),
+                ("descending", descending, descending is _UNSET or _is_bool(descending),
+                 "bool")):
+            if not ok:
+                return TypeError(f"{fname}(): argument '{name}' must be {kind}, not "
+                                 f"{python_type_name(value)}")
+    keys = builtins.sorted(given, key=lambda k: -order.index(k) if k in order else 0)
+    if not builtins.any(k in order for k in keys):  # (a call whose keywords the bytecode hides)
+        keys = [k for k in ("stable", "dim", "descending") if k in given] + \
+            [k for k in given if k not in ("stable", "dim", "descending")]
     got = [python_type_name(a) if not isinstance(a, Tensor) else "Tensor" for a in args]
     got += [f"{k}={python_type_name(given[k]) if not isinstance(given[k], Tensor) else 'Tensor'}"
             for k in keys]
@@ -862,17 +946,19 @@ def _sort_args(fname: str, method: bool, args: tuple, stable, dim, descending,
     else:
         text = ", ".join(["Tensor"] + got)
         listed = _SORT_SIGNATURES[(fname, False)]
-    message = (f"{fname}() received an invalid combination of arguments - got ({text}), but "
-               f"expected one of:\n * {listed[0]}\n * {listed[1]}\n")
-    if (method or fname == "argsort") and stable is not _UNSET and 0 < n <= 2:
-        message += "      didn't match because some of the keywords were incorrect: stable\n"
-    raise TypeError(message)
+    # (each overload's note as PyTorch's parser writes it: the keywords in the call's order)
+    notes = [_signatures._note(params, args if method else (input, *args),
+                               {k: given[k] for k in reversed(keys)})
+             for params in _SORT_OVERLOADS[fname].of(method)]
+    return TypeError(f"{fname}() received an invalid combination of arguments - got ({text}), "
+                     f"but expected one of:\n * {listed[0]}\n{notes[0]} * {listed[1]}\n"
+                     f"{notes[1]}")
 
 
 def _sort(fname: str, method: bool, input, args, stable, dim, descending, axis, unknown):
     if axis is not None:
         dim = _args.axis(fname, dim, axis, _UNSET)
-    return _sort_args(fname, method, args, stable, dim, descending, unknown)
+    return _sort_args(fname, method, args, stable, dim, descending, unknown, input)
 
 
 def sort(input, *args, stable=_UNSET, dim=_UNSET, descending=_UNSET, out=None, axis=None,

@@ -164,7 +164,9 @@ def squeeze(input, *dims, dim=None, axis=None):
                                 dim.__class__ is not bool):
         return call(S.squeeze_dim, input, dim.__index__())
     if not isinstance(dim, (list, tuple)):  # (PyTorch's overloads: none, an int, a list)
-        _args.parsed("squeeze", _SQUEEZE, input, (dim,), {}, _args.called_as_method())
+        _args.parsed("squeeze", _SQUEEZE, input,
+                     *_args.as_called(("dim",), (dim,), input=input),
+                     _args.called_as_method())
     return call(S.squeeze_dims, input, tuple(dim))
 
 
@@ -221,7 +223,9 @@ def narrow(input, dim, start, length):
     if not (_args.is_int_argument(dim) and _args.is_int_argument(length) and
             (isinstance(start, Tensor) or _args.is_int_argument(start))):
         # PyTorch's overloads name what fits neither (a bool or float dim, start or length)
-        _args.parsed("narrow", _NARROW, input, (dim, start, length), {},
+        _args.parsed("narrow", _NARROW, input,
+                     *_args.as_called(("dim", "start", "length"), (dim, start, length),
+                                      input=input),
                      _args.called_as_method())
     if isinstance(start, Tensor):
         if start.ndim != 0 or start.dtype.is_floating_point or start.dtype.is_complex or \
@@ -332,6 +336,9 @@ def _movedim(input, source, destination, method: bool, extra: tuple = (),
         given = tuple(v for v in (source, destination) if v is not _UNSET)
         if len(given) == 1 and destination is not _UNSET:  # (`movedim(x, destination=1)`)
             given, unknown = (), {"destination": destination, **(unknown or {})}
+        elif len(given) == 2 and not extra:  # (keywords as the call gave them)
+            given, named = _args.as_called(("source", "destination"), given, 2)
+            unknown = {**named, **(unknown or {})}
         bound = _args.parsed("movedim", _MOVEDIM, input, given + extra, unknown or {},
                              method)[1]
         source, destination = bound["source"], bound["destination"]
@@ -620,15 +627,16 @@ def triu(input, diagonal=0, *, out=None):
 def diagonal_argument(name: str, diagonal, method: bool):
     """tril's or triu's `diagonal` (`int_argument`'s), or PyTorch's parser's TypeError for
     anything else (a bool, a float, a floating tensor), which names its position for a call
-    of the method (`method`) or the function. (A method given it by keyword: PyTorch names
-    no position there, this text does.)"""
+    of the method (`method`) or the function, or none for a method given it by keyword."""
     if diagonal.__class__ is not bool:
         try:
             return int_argument(diagonal, fake_tensor=True)
         except TypeError:
             pass
-    raise TypeError(f"{name}(): argument 'diagonal' (position {1 if method else 2}) must be "
-                    f"int, not {python_type_name(diagonal)}")
+    at = "" if method and "diagonal" in _args.call_keywords(2) else \
+        f" (position {1 if method else 2})"
+    raise TypeError(f"{name}(): argument 'diagonal'{at} must be int, not "
+                    f"{python_type_name(diagonal)}")
 
 
 def diagonal(input, offset=0, dim1=0, dim2=1):

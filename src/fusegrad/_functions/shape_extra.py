@@ -217,8 +217,15 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None) -> Ten
         if input.ndim != 1:
             raise RuntimeError("repeat_interleave only accept 1D vector as repeat")
         counts = _repeat_counts(input)
+        _check_allocated(counts, output_size)
         # (the indices in the counts' own dtype, as PyTorch's kernel writes them)
         return tensor(np.repeat(np.arange(counts.size, dtype=input._data.dtype), counts))
+    if repeats.__class__ is bool or not hasattr(repeats, "__index__"):
+        # (no int to PyTorch's parser, which then finds no overload: a bool, a float)
+        names, values = zip(*[(k, v) for k, v in (
+            ("repeats", repeats), ("dim", dim), ("output_size", output_size)) if v is not None])
+        _args.parsed("repeat_interleave", _REPEAT_INTERLEAVE, input,
+                     *_args.as_called(names, values, input=input), _args.called_as_method())
     if dim is None:
         input = input.flatten()
         dim = 0
@@ -243,10 +250,14 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None) -> Ten
             raise RuntimeError("repeats must have the same size as input along dim, but got "
                                f"repeats.size(0) = {counts.size} and input.size({d}) = "
                                f"{input.shape[d]}")
+        _check_allocated(counts, output_size)
         return index_select(input, d, tensor(np.repeat(np.arange(counts.size), counts)))
     k = int_argument(repeats)  # (a float is refused, never truncated)
     if k < 0:
         raise RuntimeError("Repeats must be non-negative")
+    if output_size is not None and output_size != input.shape[d] * k:
+        raise RuntimeError("repeat_interleave: Invalid output_size, expected "
+                           f"{input.shape[d] * k} but got {output_size}")
     shape = list(input.shape)
     expanded = input.unsqueeze(d + 1).expand(*shape[:d + 1], k, *shape[d + 1:])
     shape[d] *= k
@@ -258,6 +269,20 @@ def _meta_output_size(output_size) -> int:
     if output_size is None:
         raise RuntimeError("cannot repeat_interleave a meta tensor without output_size")
     return int(output_size)
+
+
+_REPEAT_INTERLEAVE = _args.Overloads(
+    ("Tensor input, Tensor repeats, int dim=None, *, int output_size=None",
+     "Tensor repeats, *, int output_size=None",
+     "Tensor input, int repeats, int dim=None, *, int output_size=None"),
+    ("Tensor repeats, int dim=None, *, int output_size=None",
+     "int repeats, int dim=None, *, int output_size=None"))
+
+
+def _check_allocated(counts: np.ndarray, output_size) -> None:
+    """PyTorch's error for an `output_size` other than the counts' total."""
+    if output_size is not None and output_size != int(counts.sum()):
+        raise RuntimeError("allocated size does not match required size")
 
 
 def _repeat_counts(repeats: Tensor) -> np.ndarray:

@@ -17,7 +17,6 @@ from .. import _dtype, return_types
 from .._autocast import composite
 from .._creation import tensor
 from .._dispatch import call
-from .._dtype import as_dtype
 from .._tensor import Tensor
 from .._torch_function import warning_stacklevel as _warning_stacklevel
 from .._type_names import python_type_name
@@ -26,7 +25,7 @@ from ..ops import statistics as ST
 from ..ops._util import wrap_dim
 from . import _args
 from .linear_algebra import mm
-from .reduction import _MEDIAN, _plain_dim
+from .reduction import _MEDIAN, _plain_dim, dtype_argument
 from .shape import narrow, select, view
 
 
@@ -50,7 +49,7 @@ def nansum(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None, out=No
     if axis is not None or keepdims is not None:
         dim, keepdim = _numpy("nansum", dim, keepdim, axis, keepdims)
     if dtype is not None:
-        return call(ST.nansum, input, _dims(dim), keepdim, as_dtype(dtype))
+        return call(ST.nansum, input, _dims(dim), keepdim, dtype_argument("nansum", dtype))
     if dim is None and not keepdim:
         return call(ST.nansum, input)
     return call(ST.nansum, input, _dims(dim), keepdim)

@@ -432,8 +432,11 @@ def unfold(self: Tensor, dimension: int, size: int, step: int) -> Tensor:
     dimension indexes within a window)."""
     if dimension.__class__ is not int or size.__class__ is not int or \
             step.__class__ is not int:
-        _args.int_parameters("unfold", 1, ("dimension", dimension), ("size", size),
-                             ("step", step))
+        for position, (param, value) in enumerate(
+                (("dimension", dimension), ("size", size), ("step", step)), 1):
+            if value.__class__ is not int and not _args.is_int_argument(value):
+                keyword = param in _args.call_keywords()
+                _args.int_parameter(value, "unfold", param, None if keyword else position)
     return call(SX.unfold, self, dimension, size, step)
 
 

@@ -291,9 +291,10 @@ globals().update(CUDA_TYPES)
 
 
 def __getattr__(name: str):
-    """`fusegrad.cuda.amp`, loaded on first use (also after a plain `import fusegrad.cuda`)."""
-    if name == "amp":
+    """`fusegrad.cuda.amp` and `fusegrad.cuda.sparse`, loaded on first use (also after a plain
+    `import fusegrad.cuda`)."""
+    if name in ("amp", "sparse"):
         import importlib
 
-        return importlib.import_module(f"{__name__}.amp")
+        return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

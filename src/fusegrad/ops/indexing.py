@@ -706,7 +706,7 @@ def np_indices(indices, ndim: int, shape, bounds: bool = True, warn: bool = True
             out.append(i)
             dim += i.ndim
             continue
-        if i.dtype.kind not in "iu":
+        if i.dtype != np.int64 and i.dtype != np.int32:  # (no other width: PyTorch's rule)
             raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
         if dim >= ndim:
             raise IndexError(f"too many indices for tensor of dimension {ndim}")

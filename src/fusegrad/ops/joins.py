@@ -33,13 +33,15 @@ def _cat_meta(tensors, dim=0):
     tensors = list(tensors)
     if not tensors:
         raise RuntimeError("torch.cat(): expected a non-empty list of Tensors")
+    for k, t in enumerate(tensors):  # (PyTorch's first check: a 0-d tensor anywhere)
+        if not len(t.shape):
+            raise RuntimeError(f"zero-dimensional tensor (at position {k}) cannot be "
+                               "concatenated")
     live = [t for t in tensors if not (len(t.shape) == 1 and t.shape[0] == 0)]
     if not live:
         return Spec((0,), _dtype.result_type(*tensors))
     ref = live[0]
     n = len(ref.shape)
-    if n == 0:
-        raise RuntimeError("zero-dimensional tensor (at position 0) cannot be concatenated")
     d = wrap_dim(dim, n)
     total = 0
     for k, t in enumerate(tensors):
@@ -70,8 +72,8 @@ def _cat_kernel(arrays, dim=0):
         if not arrays:
             raise RuntimeError("torch.cat(): expected a non-empty list of Tensors")
         return np.zeros((0,), dtype=dt)
-    if live[0].ndim == 0:
-        raise RuntimeError("zero-dimensional tensor (at position 0) cannot be concatenated")
+    if any(not a.ndim for a in arrays):
+        return _cat_meta(arrays, dim)  # (raises its message, naming the position)
     d = wrap_dim(dim, live[0].ndim)
     return np.concatenate([a.astype(dt, copy=False) for a in live], axis=d)
 

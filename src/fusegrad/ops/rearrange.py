@@ -11,10 +11,12 @@ from .._scalar_conversion import half_input
 from .._shapes import (
     FORMAT_ORDERS,
     dense_strides,
+    format_empty,
     format_order,
     in_memory_order,
     laid_like,
     like_strides,
+    strided_empty,
 )
 from . import _onnx as ox
 from ._onnx import cast, identity
@@ -67,19 +69,21 @@ def _clone_kernel(a, memory_format=None):
     # PyTorch's preserve_format keeps the layout of dense tensors; otherwise row-major.
     name = getattr(memory_format, "name", None)
     if name in FORMAT_ORDERS:  # channels_last(_3d): the channels innermost
-        out = in_memory_order(lambda s: np.empty(s, a.dtype), a.shape,
-                              format_order(name, a.ndim))
+        order = format_order(name, a.ndim)
+        if not a.size:
+            return format_empty(np.empty(a.shape, a.dtype), order)
+        out = in_memory_order(lambda s: np.empty(s, a.dtype), a.shape, order)
         np.copyto(out, a)
         return out
     if memory_format is contiguous_format:
         return np.array(a, order="C", copy=True)
+    if not a.size:  # (PyTorch's empty_like's strides, which NumPy's copy of it loses)
+        return strided_empty(np.empty(a.shape, a.dtype), like_strides(a.shape, elem_strides(a)))
     if 1 not in a.shape and is_dense(a):
         return a.copy(order="K")
     # Not dense (a slice, an expansion), or with size-1 dims (whose strides a dense tensor's
     # clone keeps, as PyTorch's: NumPy's order "K" renumbers them): a dense copy keeping the
     # order of the dims in memory.
-    if not a.size:
-        return np.empty(a.shape, a.dtype)
     want = like_strides(a.shape, elem_strides(a))  # (PyTorch's empty_like's, as its clone's)
     out = np.ndarray(a.shape, a.dtype, buffer=np.empty(a.size, a.dtype),
                      strides=tuple(v * a.itemsize for v in want))
@@ -107,7 +111,7 @@ def _to_copy_kernel(a, dtype):
     a = real_part_for(a, dtype.np)
     out = half_input(a, dtype.np).astype(dtype.np)
     # PyTorch's result is `empty_like(a)`: NumPy's order "K" differs on broadcast dims.
-    return out if a.flags.c_contiguous else laid_like(out, a)
+    return out if a.flags.c_contiguous and a.size else laid_like(out, a)
 
 
 def _to_copy_derivative(g, dtype):

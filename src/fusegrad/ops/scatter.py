@@ -435,10 +435,13 @@ masked_scatter_ = inplace_variant(
 
 
 _REDUCES = ("sum", "prod", "mean", "amax", "amin")
+# PyTorch's forward also reads "max" and "min" as amax and amin; its backward refuses them.
+_REDUCE_ALIASES = {"max": "amax", "min": "amin"}
 
 
 def _scatter_reduce_kernel(a, dim, index, src, reduce, include_self=True):
     d = _scatter_reduce_check(a, dim, index, src, reduce)
+    reduce = _REDUCE_ALIASES.get(reduce, reduce)
     check_gather_index(a.shape, d, index)
     idx = np.asarray(index, np.int64)
     if not idx.size:  # (an empty index of any shape reduces nothing in)
@@ -490,6 +493,9 @@ def _scatter_reduce_kernel(a, dim, index, src, reduce, include_self=True):
 
 
 def _scatter_reduce_derivative(g, a, dim, index, src, reduce, include_self, out):
+    if reduce in _REDUCE_ALIASES:
+        raise RuntimeError("Expected 'reduce' to be one of 'sum', 'prod', 'mean', 'amax', "
+                           f"'amin' but got {reduce}.")
     if reduce == "sum":
         ga, gs = g, g.gather(dim, index)
     elif reduce == "mean":
@@ -528,7 +534,7 @@ def _scatter_reduce_check(a, dim, index, src, reduce) -> int:
     """scatter's checks (index dtype, dims, src dtype, sizes), then the reduction's name and
     its bool form, in PyTorch's order."""
     d = scatter_check(a, dim, index, src)
-    if reduce not in _REDUCES:
+    if reduce not in _REDUCES and reduce not in _REDUCE_ALIASES:
         raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, "
                            f"got {reduce}")
     if reduce == "mean" and dtype_of(a) is _dtype.bool_:

@@ -11,7 +11,11 @@ import numpy as np
 
 from .. import _dtype
 from .._dispatch import call, save_shape
-from .._shapes import elem_strides, storage_offset  # noqa: F401  (the view ops' helpers)
+from .._shapes import (  # noqa: F401  (the view ops' helpers)
+    elem_strides,
+    empty_strides,
+    storage_offset,
+)
 from .._symbolic import size_int
 from . import _onnx as ox
 from ._onnx import INT64_MAX, identity, norm_dim
@@ -350,16 +354,16 @@ def _unsqueeze_kernel(a, dim):
     # end, the others kept; NumPy's `expand_dims` picks others for some layouts
     # (`x.t().unsqueeze(2)`), its reshape renewing the strides of size-1 dims.
     st, shape = a.strides, a.shape
+    if not a.size:  # (the strides PyTorch gives it: NumPy's of a new empty array are zeros)
+        st = tuple(s * a.itemsize for s in empty_strides(a))
     want = st[:d] + (st[d] * shape[d] if d < a.ndim else a.itemsize,) + st[d:]
-    if a.size:
-        if a.flags.c_contiguous:  # a view over its buffer (a tenth of `expand_dims`' cost)
-            try:
-                return np.ndarray(shape[:d] + (1,) + shape[d:], a.dtype, a, 0, want)
-            except (TypeError, ValueError, BufferError):
-                pass  # (a dtype that exports no buffer: ml_dtypes')
-        return np.lib.stride_tricks.as_strided(a, shape[:d] + (1,) + shape[d:], want,
-                                               writeable=a.flags.writeable)
-    return np.expand_dims(a, d)
+    if a.flags.c_contiguous and a.size:  # a view over its buffer (a tenth of as_strided's cost)
+        try:
+            return np.ndarray(shape[:d] + (1,) + shape[d:], a.dtype, a, 0, want)
+        except (TypeError, ValueError, BufferError):
+            pass  # (a dtype that exports no buffer: ml_dtypes')
+    return np.lib.stride_tricks.as_strided(a, shape[:d] + (1,) + shape[d:], want,
+                                           writeable=a.flags.writeable)
 
 
 def _unsqueeze_meta(a, dim):
