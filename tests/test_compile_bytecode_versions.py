@@ -252,10 +252,10 @@ def test_break_inside_comprehension_runs_rest_eagerly():
         return y, vals
 
     # 3.11: the comprehension is a function; the break ends the first graph at its call and
-    # it runs through compile on its own. 3.12+: the break is in a loop of `f` itself, so
-    # `f` runs eagerly from its start.
-    check(f, _t(3), [_t(3, seed=1), _t(3, seed=2)],
-          graphs=1 if sys.version_info < (3, 12) else 0)
+    # it runs through compile on its own. 3.12+: the break is in a loop of `f` itself, but
+    # inside an inlined comprehension: the graph ends at the comprehension, which runs
+    # whole, as on 3.11.
+    check(f, _t(3), [_t(3, seed=1), _t(3, seed=2)], graphs=1)
 
 
 # ---------------------------------------------------------------- with, loops, modules

@@ -1230,20 +1230,9 @@ _FUNC_GAP = (
     "fg.compile(fg.func.grad(lambda x: x.sin().sum()), backend='eager')(fg.randn(3)) breaks at "
     "'call to Level' and captures no graph, and a vmap over it breaks at the same call; "
     "torch captures each whole")
-_PACKED_GAP = (
-    "after the recurrent layer torch gives up on the rest of the forward ('Attempted to wrap "
-    "RNN, GRU, or LSTM' runs it eagerly), so pad_packed_sequence costs it no break; fusegrad "
-    "resumes capture after the layer and breaks once more at pad_packed_sequence, which both "
-    "break on alone: with R = fg.nn.utils.rnn and packed = R.pack_padded_sequence(fg.ones(2, "
-    "3, 1), fg.tensor([3, 2]), batch_first=True), fg.compile(lambda p: R.pad_packed_sequence("
-    "p, batch_first=True)[0] * 2, backend='eager')(packed) takes one break ('pad_packed_sequence "
-    "on fake tensors: 'tuple' object has no attribute 'data'': the PackedSequence reaches it "
-    "as a plain tuple), as torch does ('marked as skipped')")
 _CAPTURE_GAPS = {
     "per_sample_grads_func": _FUNC_GAP,
     "jacrev_regularised_mlp": _FUNC_GAP,
-    "lstm_packed_classifier": _PACKED_GAP,
-    "gru_packed_lm": _PACKED_GAP,
 }
 
 # The file's tests over its programs, with the tables above (program_tests).

@@ -1905,16 +1905,7 @@ _TORCH_BREAKS = {
 
 # Programs where fusegrad breaks the graph more often than torch does, with each gap's minimal
 # repro.
-_CAPTURE_GAPS = {
-    "seq2seq_attention_outputs_buffer": (
-        "pack -> GRU -> pad_packed_sequence breaks three times where torch breaks twice: "
-        "def f(x, lengths): out, h = gru(pack_padded_sequence(x, lengths)); return "
-        "pad_packed_sequence(out)[0].sum(0), h (gru = nn.GRU(2, 3), x (3, 2, 2), lengths "
-        "[3, 2]) breaks at the lengths' numpy(), at the GRU ('Data dependent operator') and "
-        "again at pad_packed_sequence, whose call on fake tensors gets the PackedSequence as a "
-        "plain tuple (\"'tuple' object has no attribute 'data'\"); torch breaks at "
-        "pack_padded_sequence and at the GRU and runs the rest of that frame eagerly"),
-}
+_CAPTURE_GAPS: dict = {}
 
 # The file's tests over its programs, with the tables above (program_tests).
 (test_program, test_compiled_matches_eager, test_compiled_graph_breaks,

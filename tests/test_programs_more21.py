@@ -842,16 +842,7 @@ _TORCH_BREAKS: dict = {}
 
 # Programs where fusegrad breaks the graph more often than torch does, with each gap's minimal
 # repro.
-_CAPTURE_GAPS = {
-    "rgcn_basis_distmult": (
-        "an in-place op on a fresh tensor breaks the graph when two tensor inputs share "
-        "memory (the ranking call passes a view of a tensor the forward also reads from its "
-        "closure): with idx = fg.tensor([0, 1, 1]) and f = lambda view: fg.zeros(2)."
-        "index_add_(0, idx, fg.ones(3)) + view.sum(), fg.compile(f, backend='eager')(idx[:2]) "
-        "breaks once ('an in-place op while tensor input G['idx'] shares memory with another "
-        "input') and makes two graphs; torch captures it whole, as the write touches neither "
-        "input"),
-}
+_CAPTURE_GAPS: dict = {}
 
 # The file's tests over its programs, with the tables above (program_tests).
 (test_program, test_compiled_matches_eager, test_compiled_graph_breaks,

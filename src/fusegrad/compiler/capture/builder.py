@@ -28,7 +28,7 @@ from ..._shapes import dense_strides
 from ..._symbolic import ShapeEnv, SymInt
 from ..._tensor import Tensor
 from ...fx import has_side_effect
-from ...ops.surface import INPLACE, has_flag
+from ...ops.surface import FACTORY, INPLACE, has_flag
 from ..markers import enter_recompute_region, exit_recompute_region
 from .dynamic import input_order, strict_dims
 from .functional_call import check_not_replaced, overridden_read
@@ -117,6 +117,7 @@ class GraphBuilder:
         # Set by the first in-place op: from then on tensor inputs must not share memory
         # (fake tensors do not know that a change to one input shows through another).
         self.mutated = False
+        self.class_stores = False  # whether an attribute of a class was assigned (a store)
         # Attribute assignments to objects from outside, replayed on the real objects after
         # the graph ran: (object, name, variable, expression naming the object at run
         # time), in program order.
@@ -190,6 +191,24 @@ class GraphBuilder:
                 return value
         return None
 
+    def stored_class_attr(self, cls: type, name: str) -> Variable | None:
+        """The variable a class attribute `name` that `cls` or an instance of it (without
+        an attribute of its own) reads was assigned in this graph (`type(self).n += 1`,
+        set after the graph), or None where it reads the real class."""
+        if not self.class_stores:
+            return None
+        for klass in getattr(cls, "__mro__", ()):
+            stored = self.stored_attr(klass, name)
+            if stored is not None:
+                if hasattr(type(getattr(stored, "value", None)), "__get__"):
+                    # (a function or descriptor binds or runs code when read)
+                    raise Unsupported(f"reading {name!r}, a descriptor assigned to a class "
+                                      "in this graph")
+                return stored
+            if name in vars(klass):
+                return None
+        return None
+
     def store_attr(self, obj, name: str, value: Variable, target: str | None = None) -> None:
         """Record `obj.name = value`, replayed after the graph on `target` (an expression;
         by default the object itself, kept in the guard scope: it is guarded by identity)."""
@@ -204,6 +223,7 @@ class GraphBuilder:
                 raise Unsupported("an attribute assignment to an object whose __dict__ the "
                                   "graph read as a dict")
             self.stored_tables[id(table)] = table
+        self.class_stores = self.class_stores or isinstance(obj, type)
         self.stores.append((obj, name, value, target or self.guards.ref(obj)))
 
     def namespace_written(self, obj) -> bool:
@@ -310,6 +330,12 @@ class GraphBuilder:
         self.guards.add(f"len({source}) == {len(value)}")
         var.items = [self.wrap(v, f"{source}[{i}]") for i, v in enumerate(value)]
         self.container_objects[id(var)] = (var, value)
+
+    def outside_list_length(self, var) -> int:
+        """The length of the list from outside `var` stands for, its items not read: the
+        real list's (guarded) and the items the graph appended to it."""
+        self.guards.add(f"len({var.source}) == {len(var.real)}")
+        return len(var.real) + (0 if var.pending is None else len(var.pending.items))
 
     def append_to_list(self, var, items: list) -> None:
         """Record `items` appended to the list from outside `var` stands for (its items
@@ -672,7 +698,11 @@ class GraphBuilder:
         fake_kwargs = {k: _map(v, _as_example) for k, v in kwargs.items()}
         if not self.mutated and (_is_inplace(_target_name(target)) or any(
                 k == "inplace" and isinstance(v, ConstantVariable) and v.value is True
-                for k, v in kwargs.items())):
+                for k, v in kwargs.items())) and not (
+                _is_fresh(args[0] if args else None) and
+                _target_name(target) not in _NOT_FRESH and "out" not in kwargs):
+            # (A write into a tensor the graph made, which no input can alias, leaves the
+            # inputs alone whatever memory they share.)
             for value in self.input_values.values():
                 self._refuse_aliasing(value)
             self.mutated = True
@@ -695,6 +725,8 @@ class GraphBuilder:
                 from None
         node = self.graph.create_node(kind, target, node_args, node_kwargs)
         self.created.append(node)
+        if _makes_fresh(_target_name(target), args, kwargs):
+            node.meta["fresh"] = True
         # Whether every op the call ran gave its result eager's strides (`layouts`), and
         # whether those of the call's results do not depend on its operands' layout.
         node.meta["layout_exact"] = self.fake_mode.unknown == unknown
@@ -1181,6 +1213,31 @@ def _is_inplace(name: str) -> bool:
     if name.startswith("_") and not name.startswith("__"):
         return False  # private helpers (`_assert_async`) are not in-place ops
     return has_flag(name, INPLACE) or name.strip("_") in _INPLACE_OPERATORS
+
+
+# Calls whose result is new memory whatever their arguments (besides the factories).
+_FRESH_MAKERS = frozenset({"clone", "new_zeros", "new_ones", "new_empty", "new_full",
+                           "new_tensor"})
+# Calls whose result may alias an argument other than their first (or a tensor made
+# outside): their results are not fresh.
+_NOT_FRESH = frozenset({"as_tensor", "asarray", "from_numpy", "set_", "frombuffer"})
+
+
+def _is_fresh(v) -> bool:
+    """Whether graph variable `v` is a tensor whose memory the graph made (`_makes_fresh`),
+    which no input of the graph can share."""
+    return isinstance(v, TensorVariable) and v.node.meta.get("fresh", False)
+
+
+def _makes_fresh(name: str, args: tuple, kwargs: dict) -> bool:
+    """Whether the result of call `name(*args, **kwargs)` is memory the graph made: a
+    factory's or a copy's, or any op's on such a tensor as first argument (its result is
+    new memory or a view of that argument; `out=` and `set_` excepted)."""
+    if "out" in kwargs or name in _NOT_FRESH:
+        return False
+    if name in _FRESH_MAKERS or has_flag(name, FACTORY):
+        return True
+    return bool(args) and _is_fresh(args[0])
 
 
 def _target_name(target) -> str:

@@ -48,6 +48,13 @@ from ...ops.surface import (
 )
 from ..markers import COMPILE_TIME_ANSWERS
 from . import reasons
+from .blocks import (
+    CatchWarningsExitVariable,
+    InferenceExitVariable,
+    InferenceModeVariable,
+    catch_warnings_call,
+    exit_block,
+)
 from .builder import SdpaExitVariable, SdpaKernelContext, holds_symbol
 from .control_flow import call_cond, is_cond
 from .custom_function import call_function_apply, is_function_apply
@@ -311,6 +318,13 @@ def _grad_context(f, args, tr):
     return None
 
 
+def _inference_mode_class() -> type:
+    """`fusegrad.inference_mode` (imported on first use, as `_grad_context` imports)."""
+    from ...autograd.grad_mode import inference_mode
+
+    return inference_mode
+
+
 def _is_pure_numpy(f) -> bool:
     """NumPy functions and scalar types (not its random generators) on constants."""
     mod = getattr(f, "__module__", None) or ""
@@ -387,6 +401,11 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
     if isinstance(fn, AutocastExitVariable):  # leaving a `with autocast()` block
         tr.builder.exit_autocast()
         return ConstantVariable(None)
+    if isinstance(fn, CatchWarningsExitVariable):  # leaving a `catch_warnings()` block
+        return ConstantVariable(None)
+    if isinstance(fn, InferenceExitVariable):  # leaving a `with inference_mode()` block
+        exit_block(tr.builder)
+        return ConstantVariable(None)
     if isinstance(fn, SdpaExitVariable):  # leaving a `with sdpa_kernel(...)` block
         tr.builder.exit_sdpa_kernel()
         return ConstantVariable(None)
@@ -421,6 +440,12 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
     if isinstance(f, GradExit):  # leaving a with block that began before this segment
         tr.builder.set_grad_enabled(f.mode)
         return ConstantVariable(None)
+    if f is _inference_mode_class() and set(kwargs) <= {"mode"} and \
+            len(args) + len(kwargs) <= 1 and all(
+                isinstance(a, ConstantVariable) and type(a.value) is bool
+                for a in (*args, *kwargs.values())):
+        given = [*args, *kwargs.values()]
+        return InferenceModeVariable(given[0].value if given else True)
     grad_mode = _grad_context(f, args, tr)
     if grad_mode is not None:
         from ...autograd.grad_mode import set_grad_enabled
@@ -863,7 +888,10 @@ def _library_call(tr, f, args: list, kwargs: dict) -> Variable | None:
             total = call_variable(tr, args[0], [total, item], {})
         return total
     if f is warnings.catch_warnings:
-        raise catch_warnings_break(tr)
+        block = catch_warnings_call(tr, args, kwargs)
+        if block is None:
+            raise catch_warnings_break(tr)
+        return block
     if f is _amp_cast() and len(args) == 3 and not kwargs and \
             all(isinstance(a, ConstantVariable) for a in args[1:]):
         return _cast_variables(tr, args[0], args[1].value, args[2].value)
@@ -1737,6 +1765,10 @@ def _call_builtin(tr, f, args, kwargs) -> Variable:
             if a.example.ndim == 0:
                 raise Unsupported("len() of a 0-d tensor")
             return ConstantVariable(a.example.shape[0])
+        if isinstance(a, OutsideListVariable) and not a.materialized():
+            # (its length, guarded, with what the graph appended: its items need not be
+            # read, and after an append they cannot be)
+            return ConstantVariable(tr.builder.outside_list_length(a))
         if isinstance(a, (TupleVariable, DictVariable)):
             return ConstantVariable(len(a.items))
         if isinstance(a, ConstantVariable) and not _is_plain_data(a.value) and \

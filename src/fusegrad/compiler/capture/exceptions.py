@@ -23,6 +23,14 @@ import types
 import warnings
 import weakref
 
+from .blocks import (
+    CatchWarningsExitVariable,
+    CatchWarningsVariable,
+    InferenceExitVariable,
+    InferenceModeVariable,
+    enter_block,
+    exit_block,
+)
 from .builder import SdpaExitVariable, SdpaKernelContext
 from .guards import _is_plain_data
 from .variables import (
@@ -34,6 +42,7 @@ from .variables import (
     GeneratorExitVariable,
     GradExit,
     GradModeVariable,
+    ListVariable,
     ObjectVariable,
     TensorVariable,
     TruthVariable,
@@ -422,6 +431,14 @@ class ExceptionOpcodes:
             self.push(self.builder.enter_autocast(cm.value))  # the region's __exit__
             self.push(cm)  # what autocast.__enter__ returns: the object itself
             return
+        if isinstance(cm, CatchWarningsVariable):  # an empty block (see `blocks.py`)
+            self.push(CatchWarningsExitVariable(cm.made_at))
+            self.push(ListVariable([]) if cm.record else self.const(None))
+            return
+        if isinstance(cm, InferenceModeVariable):  # `with inference_mode(mode):`
+            self.push(enter_block(self.builder, cm.mode))  # the block's __exit__
+            self.push(self.const(None))
+            return
         if _type_of(cm) is warnings.catch_warnings:
             raise catch_warnings_break(self)
         if not isinstance(cm, GradModeVariable):
@@ -440,6 +457,13 @@ class ExceptionOpcodes:
             return
         if isinstance(exit_fn, GradModeVariable):  # a grad-mode block: restore the mode
             self.builder.set_grad_enabled(exit_fn.exit)
+            self.push(ConstantVariable(False))
+            return
+        if isinstance(exit_fn, CatchWarningsExitVariable):  # (nothing to undo)
+            self.push(ConstantVariable(False))
+            return
+        if isinstance(exit_fn, InferenceExitVariable):  # leave the inference-mode block
+            exit_block(self.builder)
             self.push(ConstantVariable(False))
             return
         if isinstance(exit_fn, SdpaExitVariable):  # restore the attention switches

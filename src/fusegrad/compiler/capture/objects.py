@@ -65,6 +65,7 @@ from .variables import (
     ListVariable,
     MethodVariable,
     ObjectVariable,
+    OutsideListVariable,
     PartialVariable,
     SuperVariable,
     TupleVariable,
@@ -343,6 +344,10 @@ def read_attr(tr, obj: ObjectVariable, name: str) -> Variable:
         return ConstantVariable(cls)
     if name == "__dict__":
         return attr_dict(obj)
+    if name not in obj.items:
+        stored = tr.builder.stored_class_attr(cls, name)
+        if stored is not None:  # a class's attribute assigned earlier in this graph
+            return stored
     _, raw = _owner(cls, name)
     if name in obj.items and not _is_data_descriptor(raw):
         _guard_instance_wins(tr, cls, name)  # (the instance's value, whatever the class's)
@@ -1043,6 +1048,8 @@ def _frame_variables(tr):
             continue
         seen.add(id(v))
         yield v
+        if isinstance(v, OutsideListVariable) and not v.materialized():
+            continue  # (its items are not read: reading them here would guard them)
         if isinstance(v, (TupleVariable, ListVariable, IteratorVariable)):
             todo.extend(v.items)
         elif isinstance(v, (DictVariable, SetVariable)):
@@ -1072,6 +1079,9 @@ def holds_real(tr, value, but: Variable) -> bool:
     containers = tr.builder.container_objects
     for v in _frame_variables(tr):
         if v is not but and containers.get(id(v), (None, None))[1] is value:
+            return True
+        if isinstance(v, OutsideListVariable) and not v.materialized() and v is not but and (
+                v.real is value or any(x is value for x in v.real)):
             return True
         if not isinstance(v, ConstantVariable) or v is but:
             continue

@@ -27,6 +27,7 @@ from .variables import (
     CellVariable,
     ConstantVariable,
     GeneratorVariable,
+    IteratorVariable,
     LazyAccumulateVariable,
     LazyChainVariable,
     LazyIteratorVariable,
@@ -39,6 +40,7 @@ from .variables import (
     Unsupported,
     Variable,
 )
+from .versions import PY312
 
 _REBOUND: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # code -> {name: bool}
 
@@ -278,6 +280,34 @@ class ScopeOpcodes:
         self.yields.append(self.pop())
         self.push(ConstantVariable(None))  # what `next()` sends
 
+    def GET_YIELD_FROM_ITER(self, inst):  # noqa: N802
+        if not isinstance(self.stack[-1], GeneratorVariable):  # (a generator is kept)
+            self.push(self.iterator_of(self.pop()))
+
+    def SEND(self, inst):  # noqa: N802
+        """`yield from it`'s step: the delegated iterator's next item (yielded next), or
+        its return value once it is used up (the jump to the code after the loop)."""
+        sent = self.pop()
+        it = self.stack[-1]
+        if not (isinstance(sent, ConstantVariable) and sent.value is None):
+            raise Unsupported("a value sent into a generator delegated to by yield from")
+        if not isinstance(it, (LazyIteratorVariable, IteratorVariable)) or \
+                isinstance(it, IteratorVariable) and it.watch is not None:
+            raise Unsupported("yield from an iterator capture does not follow")
+        item = self._part_next(it)
+        if item is not None:
+            self.push(item)
+            return
+        if not PY312:  # (3.11's SEND pops the iterator; 3.12's END_SEND does)
+            self.pop()
+        self.push(it.returned if isinstance(it, GeneratorVariable) else ConstantVariable(None))
+        self.jump_to(inst.argval)
+
+    def END_SEND(self, inst):  # noqa: N802
+        value = self.pop()
+        self.pop()
+        self.push(value)
+
     def next_item(self, it: Variable) -> Variable | None:
         """The next item of a lazy iterator (a generator expression's code run up to its next
         `yield`; an enumerate/zip of such), or None once it is used up."""
@@ -382,8 +412,8 @@ class ScopeOpcodes:
         while not frame.yields:
             try:
                 frame.step()
-            except Return:
-                gen.done, gen.frame = True, None
+            except Return as r:
+                gen.done, gen.frame, gen.returned = True, None, r.value
                 return None
             except Raised:  # an exception leaving a generator finishes it, as in Python
                 gen.done, gen.frame = True, None

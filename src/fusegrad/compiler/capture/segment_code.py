@@ -20,6 +20,7 @@ import types
 from ..._random import get_rng_state, set_rng_state
 from ..._thread_state import local as _thread_local
 from ..._thread_state import set_grad_enabled
+from .blocks import enters_inference_mode, inference_depth, unwind_inference
 from .builder import (
     autocast_depth,
     enter_region,
@@ -198,9 +199,13 @@ def _switches_grad_mode(graph_module) -> bool:
 
 
 def _switches_sdpa(graph_module) -> bool:
-    """Whether a captured graph sets the attention switches (a `with sdpa_kernel()` block)."""
+    """Whether a captured graph sets the attention switches (a `with sdpa_kernel()` block)
+    or enters an inference-mode block: thread state a graph raising inside the block has
+    not restored."""
     graph = getattr(graph_module, "graph", None)
-    return graph is not None and any(n.target is sdpa_kernel_enter for n in graph.nodes)
+    return graph is not None and (
+        any(n.target is sdpa_kernel_enter for n in graph.nodes) or
+        enters_inference_mode(graph_module))
 
 
 def grad_mode() -> bool:
@@ -210,8 +215,9 @@ def grad_mode() -> bool:
 
 def graph_state(sdpa: bool = False) -> tuple:
     """Segment code: the grad mode and autocast depth before a protected graph runs, and
-    the attention switches where it sets them (`sdpa`)."""
-    return _thread_local.grad_enabled, autocast_depth(), sdpa_state() if sdpa else None
+    the attention switches and inference-mode blocks where it sets them (`sdpa`)."""
+    return _thread_local.grad_enabled, autocast_depth(), \
+        (sdpa_state(), inference_depth()) if sdpa else None
 
 
 def restore_state(state: tuple, stack: list) -> None:
@@ -221,7 +227,9 @@ def restore_state(state: tuple, stack: list) -> None:
     set_grad_enabled(state[0])
     unwind_autocast(state[1])
     if state[2] is not None:
-        restore_sdpa(state[2])
+        unwind_inference(state[2][1])  # (which restores the grad mode it found: set again)
+        set_grad_enabled(state[0])
+        restore_sdpa(state[2][0])
     reenter_regions(stack)
 
 

@@ -32,6 +32,15 @@ from ...ops.surface import INPLACE, RANDOM, SIDE_EFFECT, has_flag
 from .. import logs
 from .. import stance as _stance
 from ..exc import UserError
+from .blocks import (
+    CatchWarningsExitVariable,
+    CatchWarningsVariable,
+    InferenceExitVariable,
+    InferenceModeVariable,
+    inference_depth,
+    new_catch_warnings,
+    unwind_inference,
+)
 from .builder import (
     _INPLACE_OPERATORS,
     AutocastExit,
@@ -48,7 +57,7 @@ from .builder import (
 )
 from .calls import _in_package
 from .dynamic import DynamicPolicy
-from .exceptions import Raised, exception_entries
+from .exceptions import Raised, catch_warnings_break, exception_entries
 from .guards import fast_sizes
 from .hooks import registers_hooks
 from .segment_code import NULL, branch_test, compile_segment, segment_source
@@ -85,7 +94,7 @@ from .variables import (
     Unsupported,
     WeakRefVariable,
 )
-from .versions import normal_flow
+from .versions import comprehension_regions, normal_flow
 
 # A failed identity guard on a value of the stack at a resume point (`S[2] is ___obj1`).
 _STACK_IDENTITY = re.compile(r"S\[(\d+)\] is (___\w+)")
@@ -176,6 +185,14 @@ class FrameRunner:
         self.loops = [(i.argval, i.offset) for i in self.insts
                       if i.opname.startswith(("JUMP_BACKWARD", "POP_JUMP_BACKWARD"))
                       and i.offset in flow]
+        # 3.12+'s inlined comprehensions ({start: end}): a break inside one ends the graph
+        # at its start, the comprehension runs whole for real and the frame resumes after
+        # it, as on 3.11 where it is a function of its own. A break inside a `with
+        # warnings.catch_warnings()` block translated as an empty one ends the graph at the
+        # `catch_warnings()` call instead. `stops`: start offset of a translation -> (the
+        # offset where it ends, the break met inside, None for a warnings block's).
+        self.comprehensions = comprehension_regions(self.code, self.insts, self.index_of)
+        self.stops: dict[int, tuple] = {}
         self.eager_only = False
         self.warned = False
         self._state = None  # (translator, builder) while capturing
@@ -346,17 +363,45 @@ class FrameRunner:
                           "runs eagerly.", UserWarning, stacklevel=6)
 
     def _step(self, offset: int, L: dict, S: list, kw_names: tuple):
-        """Run one instruction for real; returns (next offset, None) or (None, result)."""
+        """Run one instruction for real (a whole comprehension where one a break was met
+        in starts); returns (next offset, None) or (None, result)."""
         tr = self._concrete(offset, L, S, kw_names)
-        try:
-            tr.step()
-        except Jump:
-            if tr.raised:  # an exception went to a handler: it and the rest run eagerly
-                return None, self._continue_concrete(tr)
-        except Return as r:
-            return None, r.value.value
+        end = self.comprehensions.get(offset) if self.stops else None
+        while True:
+            try:
+                tr.step()
+            except Jump:
+                if tr.raised:  # an exception went to a handler: it and the rest run eagerly
+                    return None, self._continue_concrete(tr)
+            except Return as r:
+                return None, r.value.value
+            if end is None or tr.insts[tr.pc].offset == end:
+                break
         _store_back(tr, L, S)
         return tr.insts[tr.pc].offset, None
+
+    def _stop_for(self, offset: int, start: int, met: Unsupported, stack: list):
+        """Where a translation from `start` that met break `met` at `offset` (`stack`: the
+        stack before it) ends when translated again, with what (see `stops`), or None."""
+        blocks = [v.made_at for v in stack if isinstance(v, CatchWarningsExitVariable)]
+        if blocks and blocks[0] is not None and blocks[0] >= start:
+            return blocks[0], None
+        found = self._comprehension_at(offset, start)
+        return None if found is None or blocks else (found, met)
+
+    def _comprehension_at(self, offset: int, start: int) -> int | None:
+        """The start of the outermost inlined comprehension holding `offset` that a
+        translation from `start` reaches whole and that no loop of the frame's own holds
+        (a break in such a loop runs the rest of the frame eagerly), else None."""
+        found = [s for s, e in self.comprehensions.items() if s <= offset < e and s >= start]
+        if not found:
+            return None
+        first = min(found)
+        end = self.comprehensions[first]
+        if any(target <= first <= jump and not first <= target < end
+               for target, jump in self.loops):
+            return None
+        return first
 
     def _run_concrete(self, offset, L, S, kw_names=()):
         return self._continue_concrete(self._concrete(offset, L, S, kw_names))
@@ -388,6 +433,14 @@ class FrameRunner:
 
     def capture(self, start: int, L: dict, S: list) -> Segment:
         """Translate from `start` with the real frame state L, S into a new segment."""
+        seg = self._capture_once(start, L, S)
+        if seg is _RETRY:  # (a break inside a comprehension or a warnings block)
+            logs.counters["frames"]["total"] -= 1
+            logs.counters["frames"]["ok"] -= 1
+            seg = self._capture_once(start, L, S)
+        return seg
+
+    def _capture_once(self, start: int, L: dict, S: list) -> Segment:
         grad_mode = _thread_local.grad_enabled
         # The frame's open autocast regions (their exits on the stack): translation leaves
         # them for the graph to enter (see `_capture`); they are entered again after it.
@@ -396,6 +449,7 @@ class FrameRunner:
         self._state = None
         rng = get_rng_state()  # fake random ops must not draw from the real generator
         sdpa = sdpa_state()  # (a translation that stops in a `with sdpa_kernel()` block)
+        inference = inference_depth()  # (and one that stops in an inference-mode block)
         logs.counters["frames"]["total"] += 1
         try:
             # The program's saved-tensor hooks (a checkpoint's) see the compiled code's saves
@@ -415,6 +469,8 @@ class FrameRunner:
                 enter_autocast(*args)
             self._state = None
             set_rng_state(rng)
+            unwind_inference(inference)
+            _set_grad(grad_mode)  # (leaving an inference-mode block restored the mode it found)
             restore_sdpa(sdpa)
 
     def _translator_error(self, start: int, error: Exception) -> Segment:
@@ -481,6 +537,7 @@ class FrameRunner:
             builder.enter_region(v.args)
         tr = Translator(self.code, self.fn.__globals__, self.fn.__closure__, builder,
                         local_vars, stack, start=start)
+        stop = self.stops.get(start)
         self._state = (tr, builder)  # for the report if the translator fails
         seg = None
         while True:
@@ -496,6 +553,12 @@ class FrameRunner:
             saved = _snapshot(before_stack + list(before_locals.values())) \
                 if tr.insts[tr.pc].opname in _CALL_OPCODES else ()
             try:
+                if stop is not None and tr.insts[tr.pc].offset == stop[0]:
+                    # The comprehension or warnings block a break was met in starts here.
+                    tr.current = tr.insts[tr.pc]
+                    tr.pc += 1
+                    raise catch_warnings_break(tr) if stop[1] is None else \
+                        _at_comprehension(stop[1])
                 tr.step()
             except Return as r:
                 if _suspended_in_handler(builder):
@@ -514,6 +577,11 @@ class FrameRunner:
                 _restore(saved)
                 inst = tr.current
                 line = _line_of(self.code, inst.offset)
+                if not self.fullgraph and stop is None:
+                    found = self._stop_for(inst.offset, start, e, before_stack)
+                    if found is not None:
+                        self.stops[start] = found
+                        return _RETRY
                 if self.fullgraph:
                     from ..exc import Unsupported as FullgraphUnsupported
 
@@ -523,14 +591,18 @@ class FrameRunner:
                 # A break in a loop, or in an except/finally block the graph entered: the rest
                 # of the frame runs eagerly.
                 where = None
+                inner = _inlined_frames(tr, e)
                 if tr.parent is None:
                     where = "inside a loop" if self._in_loop(inst.offset) else \
                         "inside an exception handler" if tr.handled else \
                         getattr(e, "rest_eager", None)
+                    counts = None if where is not None else _packed_recurrence(e)
+                    if counts is not None:
+                        where = "at a recurrent layer given a packed sequence"
+                        e.counted = counts
                 text = getattr(e, "reason", None) or str(e)  # (PyTorch's words, if any)
                 reason = f"{text} ({where}: the rest of the frame runs eagerly)" if where \
                     else text
-                inner = _inlined_frames(tr, e)
                 # Where Dynamo gives up on the frame at a break in its own loop or in an
                 # exception handler, it counts no graph break (a break inside a call the loop
                 # makes is counted once, in the callee's own frame, captured on its own). A
@@ -711,6 +783,35 @@ class FrameRunner:
 
 
 _CALL_OPCODES = {"CALL", "CALL_KW", "CALL_FUNCTION_EX", "BEFORE_WITH"}
+_RETRY = object()  # `_capture`: translate again, up to a stop (`FrameRunner.stops`)
+
+
+def _at_comprehension(met: Unsupported) -> Unsupported:
+    """The break `met` inside an inlined comprehension, taken at the comprehension's start
+    (which runs whole for real), counted as `met` would be."""
+    error = Unsupported(str(met))
+    for name in ("reason", "counted"):
+        if hasattr(met, name):
+            setattr(error, name, getattr(met, name))
+    return error
+
+
+def _packed_recurrence(error: BaseException) -> bool | None:
+    """For a break inside a recurrent layer given a packed sequence (its batch sizes read as
+    numbers), whether it counts, else None: the rest of the frame then runs eagerly, as
+    Dynamo gives up on a frame at a recurrent layer, counting the break unless the layer is
+    a submodule read from a module."""
+    from ...nn.modules.rnn import RNNBase
+
+    packed = RNNBase._forward_packed.__code__
+    tb = error.__traceback__
+    while tb is not None:
+        t = tb.tb_frame.f_locals.get("self")
+        if isinstance(t, Translator) and t.code is packed:
+            source = getattr(dict.get(t.locals, "self"), "source", None) or ""
+            return "._modules[" not in source
+        tb = tb.tb_next
+    return None
 
 
 def _inlined_frames(tr: Translator, error: BaseException) -> tuple:
@@ -954,6 +1055,16 @@ def _spec_value(v, outputs: _Outputs):
         raise Unsupported("a graph break inside a with autocast() block")
     if isinstance(v, SdpaExitVariable):
         raise Unsupported("a graph break inside a with sdpa_kernel() block")
+    if isinstance(v, CatchWarningsExitVariable):  # (made in an inlined call)
+        raise Unsupported("a graph break inside a with warnings.catch_warnings() block")
+    if isinstance(v, CatchWarningsVariable):  # not entered yet: a new one on every call
+        return ("named", new_catch_warnings, [("const", v.record)])
+    if isinstance(v, InferenceExitVariable):
+        raise Unsupported("a graph break inside a with inference_mode() block")
+    if isinstance(v, InferenceModeVariable):  # not entered yet: a new one on every call
+        from ...autograd.grad_mode import inference_mode
+
+        return ("named", inference_mode, [("const", v.mode)])
     if isinstance(v, GradModeVariable) and v.exit is None:
         if v.before is not None:  # `set_grad_enabled(m)` switched the mode as it was made
             raise Unsupported("a set_grad_enabled() object live at a graph break")

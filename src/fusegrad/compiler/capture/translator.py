@@ -118,7 +118,8 @@ SUPPORTED_OPCODES = {
     "STORE_DEREF", "DELETE_DEREF", "LOAD_SUPER_ATTR", "IMPORT_NAME", "IMPORT_FROM",
 } | NEWER_OPCODES
 # What a generator expression adds; its code runs only when a builtin consumes it.
-GENERATOR_OPCODES = {"RETURN_GENERATOR", "YIELD_VALUE", "CALL_INTRINSIC_1"}
+GENERATOR_OPCODES = {"RETURN_GENERATOR", "YIELD_VALUE", "CALL_INTRINSIC_1",
+                     "GET_YIELD_FROM_ITER", "SEND", "END_SEND", "CLEANUP_THROW"}
 # Generator expressions; other generators and coroutines run natively.
 _GENERATOR_FLAGS = 0x20
 _NATIVE_FLAGS = 0x80 | 0x100 | 0x200
@@ -247,6 +248,18 @@ def python_methods(cls: type) -> bool:
                     for name in _CONVERSION_DUNDERS | _OPERATOR_DUNDERS)
         _PYTHON_METHODS[cls] = known
     return known
+
+
+def _is_user_class(value) -> bool:
+    """Whether `value` is a class of the program's own (made by `type` itself, not a
+    builtin's, the standard library's `enum` or fusegrad's): an attribute assigned to it
+    (`type(self).calls += 1`) is set after the graph, as an object's is."""
+    module = getattr(value, "__module__", None) or ""
+    return type(value) is type and not value.__flags__ & _IMMUTABLE_TYPE and \
+        module != "builtins" and not module.startswith("fusegrad")
+
+
+_IMMUTABLE_TYPE = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE: a static or immutable class
 
 
 def _refuse_python_index(index) -> None:
@@ -617,6 +630,11 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
             stored = self.builder.stored_attr(obj.value, name)
             if stored is not None:  # assigned earlier in this graph (replayed after it)
                 return stored
+            if isinstance(obj.value, type) or name not in getattr(obj.value, "__dict__", {}):
+                stored = self.builder.stored_class_attr(
+                    obj.value if isinstance(obj.value, type) else type(obj.value), name)
+                if stored is not None:  # a class's attribute assigned earlier in this graph
+                    return stored
             # A property of an object the graph assigned attributes of is traced too: run
             # on the real object now, it would read the attributes' old values.
             prop = _module_property(obj.value, name, stored=any(
@@ -815,13 +833,21 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
 
             store_attr(self, obj, name, value)
             return
+        user_class = isinstance(obj, ConstantVariable) and _is_user_class(obj.value)
         if not isinstance(obj, ConstantVariable) or _is_plain_data(obj.value) or \
-                isinstance(obj.value, (Tensor, type, types.ModuleType, BaseException)) or (
+                isinstance(obj.value, (Tensor, types.ModuleType, BaseException)) or \
+                isinstance(obj.value, type) and not user_class or (
                 type(obj.value).__module__.startswith("fusegrad") and
                 not _is_nn_module(obj.value)):  # fusegrad's own state (grad mode, RNG)
             what = obj.value if isinstance(obj, ConstantVariable) else obj
             raise Unsupported(f"attribute assignment {name!r} on a {type(what).__name__} "
                               "(a side effect)")
+        if user_class and self.guard_root(obj) is not None and \
+                not isinstance(getattr(type, name, None), types.GetSetDescriptorType):
+            # (its metaclass is `type`, whose __setattr__ runs no code for a plain name;
+            # the class is guarded by identity where the value read from it is)
+            self.builder.store_attr(obj.value, name, value)
+            return
         if type(obj.value).__setattr__ is not object.__setattr__ and \
                 not _is_nn_module(obj.value):
             # Its own __setattr__ (a frozen dataclass's raises) runs code when the store is
@@ -1035,6 +1061,10 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
             except (IndexError, ValueError) as e:  # what the real list raises
                 raise Raised(ConstantVariable(e)) from None
             return
+        if type(obj) in (ListVariable, OutsideListVariable) and obj.source is not None and \
+                isinstance(index, ConstantVariable) and type(index.value) is int and \
+                not self.concrete and self._store_outside_list_item(obj, index.value, value):
+            return
         if isinstance(obj, DictVariable) and obj.source is None and isinstance(
                 index, ConstantVariable):
             _refuse_python_index(index.value)
@@ -1057,6 +1087,32 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
             self._store_outside_item(obj, index, value, real[1])
             return
         raise Unsupported("item assignment into an object from outside the graph")
+
+    def _store_outside_list_item(self, obj: ListVariable, index: int,
+                                 value: Variable) -> bool:
+        """`lst[i] = value` of a list from outside the graph (its length and items read and
+        guarded): set in the variable's items, and the list's items set on the real list
+        after the graph (`lst[:] = [...]`), as its other edits are. False (the caller
+        refuses it) after the graph appended to it or where no guard reaches the list;
+        refused where another variable of the frame holds it (it would keep the old
+        items)."""
+        from .objects import holds_real
+
+        if isinstance(obj, OutsideListVariable) and obj.pending is not None:
+            return False
+        items = obj.items  # (read and guarded now, for a list from outside read lazily)
+        known = self.builder.container_objects.get(id(obj))
+        if known is None or known[0] is not obj or type(known[1]) is not list:
+            return False
+        if holds_real(self, known[1], obj):
+            raise Unsupported("item assignment into a list from outside the graph that "
+                              "another variable of the frame holds")
+        try:
+            items[index] = value
+        except IndexError as e:  # what the real list raises
+            raise Raised(ConstantVariable(e)) from None
+        self.builder.store_list(known[1], obj)
+        return True
 
     def _store_outside_item(self, obj: Variable, index: Variable, value: Variable,
                             real: dict) -> None:

@@ -587,7 +587,7 @@ class GeneratorVariable(LazyIteratorVariable):
     translating. Its code runs in a child translator (`frame`, made at the first item and
     kept between items) up to each `yield`."""
 
-    __slots__ = ("func", "args", "closure", "frame", "kwargs", "defaults")
+    __slots__ = ("func", "args", "closure", "frame", "kwargs", "defaults", "returned")
 
     def __init__(self, func, args: list, closure=None, kwargs: dict | None = None,
                  defaults: tuple | None = None):
@@ -598,6 +598,7 @@ class GeneratorVariable(LazyIteratorVariable):
         self.frame = None
         self.kwargs = kwargs or {}
         self.defaults = defaults  # (a function made in the frame: its default variables)
+        self.returned = ConstantVariable(None)  # what its frame returned (`yield from`)
 
     def python_type(self) -> type:
         import types

@@ -75,6 +75,49 @@ def comprehension_cleanups(code: types.CodeType, insts: list, index_of: dict) ->
     return offsets
 
 
+def comprehension_regions(code: types.CodeType, insts: list, index_of: dict) -> dict:
+    """3.12+: the inlined comprehensions of `code`, as {start: end} offsets: from the
+    GET_ITER that makes the comprehension's iterator to just after the STORE_FASTs that put
+    back the variables it saved (a graph break inside one runs it whole, for real, and the
+    frame resumes after it). Empty on 3.11, whose comprehensions are functions."""
+    regions: dict[int, int] = {}
+    if not PY312:
+        return regions
+    starts: dict[int, int] = {}  # handler -> first protected offset (a nested one splits
+    for entry in dis.Bytecode(code).exception_entries:  # its range into several entries)
+        starts[entry.target] = min(starts.get(entry.target, entry.start), entry.start)
+    for target, start in starts.items():
+        k = index_of.get(target)
+        saved = []  # the variables the cleanup handler puts back
+        while k is not None and k < len(insts) and insts[k].opname in _CLEANUP_OPCODES:
+            if insts[k].opname == "STORE_FAST":
+                saved.append(insts[k].argval)
+            if insts[k].opname == "RERAISE":
+                break
+            k += 1
+        else:
+            continue
+        first = index_of.get(start)
+        if not saved or first is None:
+            continue
+        # Its loop is the first FOR_ITER of the range; the variables are put back after it.
+        loop = next((i for i in insts[first:] if i.opname == "FOR_ITER"), None)
+        first -= 1
+        while first >= 0 and insts[first].opname in ("LOAD_FAST_AND_CLEAR", "SWAP"):
+            first -= 1
+        last = len(insts) if loop is None else index_of.get(loop.argval, len(insts))
+        left = set(saved)
+        while last < len(insts) and left and insts[last].opcode not in _JUMPS and \
+                insts[last].opname not in _TERMINAL:
+            if insts[last].opname == "STORE_FAST":
+                left.discard(insts[last].argval)
+            last += 1
+        if first >= 0 and insts[first].opname == "GET_ITER" and not left and \
+                last < len(insts):
+            regions[insts[first].offset] = insts[last].offset
+    return regions
+
+
 def normal_flow(insts: list, index_of: dict) -> set[int]:
     """Offsets reachable from the first instruction without an exception (so a backward jump
     in a `with` block's exception handler, as 3.12+ emit, is not taken for a loop)."""
