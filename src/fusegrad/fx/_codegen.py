@@ -200,6 +200,59 @@ def _expression(em: _Emitter, node: Node) -> str:
     return f"{em.function_name(target)}({em.call_args(node.args, node.kwargs)})"
 
 
+# How print_readable abbreviates dtypes in its value annotations (`x: "f32[2, 3]"`).
+_DTYPE_ABBRS = {
+    "float64": "f64", "float32": "f32", "float16": "f16", "bfloat16": "bf16",
+    "float8_e4m3fn": "f8e4m3fn", "float8_e5m2": "f8e5m2", "complex32": "c32",
+    "complex64": "c64", "complex128": "c128", "int8": "i8", "int16": "i16", "int32": "i32",
+    "int64": "i64", "uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64",
+    "bool": "b8",
+}
+
+
+def _sizes_text(sizes: Any) -> str:
+    """`[2, s77]`: symbolic sizes as their expressions (reading their value would
+    specialise them)."""
+    return "[" + ", ".join(s.expr if _is_sym(s) else str(s) for s in sizes) + "]"
+
+
+def _is_sym(value: Any) -> bool:
+    from .._symbolic import SymInt
+
+    return isinstance(value, SymInt)
+
+
+def _dtype_text(dtype: Any) -> str:
+    name = str(dtype).rsplit(".", 1)[-1]
+    return _DTYPE_ABBRS.get(name, name)
+
+
+def value_annotation(node: Node, include_stride: bool = False,
+                     include_device: bool = False) -> str | None:
+    """The annotation print_readable gives `node` from the value its metadata records, as
+    torch.fx does: `meta['val']` first, else `meta['tensor_meta']`, else
+    `meta['example_value']`; a tensor as `f32[2, 3]` (its strides and device appended when
+    asked), a TensorMetadata as `f32[2, 3]`, a symbolic size as `Sym(s77 + 1)`; None for
+    anything else (tuples, Python numbers)."""
+    from .._tensor import Tensor
+
+    meta = node.meta
+    value = meta.get("val", meta.get("tensor_meta", meta.get("example_value")))
+    if isinstance(value, Tensor):
+        text = _dtype_text(value.dtype) + _sizes_text(value.shape)
+        if include_stride:
+            text += _sizes_text(value.stride())
+        if include_device:
+            text += str(value.device)
+        return text
+    if _is_sym(value):
+        return f"Sym({value.expr})"
+    fields = getattr(value, "_fields", ())
+    if isinstance(value, tuple) and "shape" in fields and "dtype" in fields:
+        return _dtype_text(value.dtype) + _sizes_text(value.shape)  # a TensorMetadata
+    return None
+
+
 _FRAME = re.compile(r"^File \"(.+)\", line (\d+), in (.+)$")
 _NO_TRACE = "No stacktrace found for following nodes"
 
@@ -219,9 +272,12 @@ def stack_trace_summary(stack_trace: str | None) -> str:
     return _NO_TRACE
 
 
-def python_code(graph, root_module: str = "self", verbose: bool = False) -> PythonCode:
+def python_code(graph, root_module: str = "self", verbose: bool = False,
+                include_stride: bool = False, include_device: bool = False) -> PythonCode:
     """Source of `def forward(self, ...)` for `graph`, with its globals. `verbose` (what
-    `print_readable` shows) puts a comment on each run of nodes from one stack trace."""
+    `print_readable` shows) puts a comment on each run of nodes from one stack trace and
+    annotates each value its metadata records (`value_annotation`, with its strides and
+    device when `include_stride`/`include_device`)."""
     em = _Emitter()
     for node in graph.nodes:
         em.names._used.add(node.name)
@@ -256,8 +312,13 @@ def python_code(graph, root_module: str = "self", verbose: bool = False) -> Pyth
                     body.append(f"{node.name} = {t.lstrip('*')}")
                 continue
             default = f" = {em.repr_arg(node.args[0])}" if node.args else ""
+            value = value_annotation(node, include_stride, include_device) \
+                if verbose else None
             kind = em.annotation(node.type) if node.type is not None else None
-            params.append(f"{t}{'' if kind is None else f' : {kind}'}{default}")
+            if value is not None:  # (what the value is says more than its declared type)
+                params.append(f'{t}: "{value}"{default}')
+            else:
+                params.append(f"{t}{'' if kind is None else f' : {kind}'}{default}")
             if node.name != t:
                 body.append(f"{node.name} = {t}")
             continue
@@ -276,7 +337,9 @@ def python_code(graph, root_module: str = "self", verbose: bool = False) -> Pyth
                 # a blank line sets each run apart from the statements before it
                 body.extend(["", f"# {text}"] if body else [f"# {text}"])
                 summary = text
-        line = f"{node.name} = {_expression(em, node)}"
+        value = value_annotation(node, include_stride, include_device) if verbose else None
+        typed = node.name if value is None else f'{node.name}: "{value}"'
+        line = f"{typed} = {_expression(em, node)}"
         released = [n.name for n in to_release.get(node, [])]
         if not node.users:
             released.append(node.name)

@@ -3,12 +3,27 @@
 from __future__ import annotations
 
 import inspect
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from ._codegen import PythonCode, python_code
 from ._namespace import Namespace, snake_case
-from .node import Node, map_aggregate, map_arg, target_str
+from .node import OPCODES, Node, map_aggregate, map_arg, target_str
+
+# (what create_node accepts: the node opcodes and the root sentinel)
+_LEGAL_OPS = frozenset(OPCODES) | {"root"}
+
+
+def _holds_state(module: Any, qualified_name: str) -> bool:
+    """Whether `qualified_name` names a submodule, parameter or buffer of `module`."""
+    *path, field = qualified_name.split(".")
+    for atom in path:
+        module = getattr(module, "_modules", {}).get(atom)
+        if module is None:
+            return False
+    return field in getattr(module, "_modules", {}) or \
+        field in getattr(module, "_parameters", {}) or field in getattr(module, "_buffers", {})
 
 
 class _NodeList:
@@ -98,7 +113,11 @@ class Graph:
                     type_expr: Any = None) -> Node:
         """Make a node at the current insertion point and return it."""
         candidate = name if name is not None else self._target_to_name(op, target)
-        name = self._namespace.create_name(candidate)
+        name = self._namespace.create_name(candidate)  # (taken even when the checks fail)
+        if op not in _LEGAL_OPS:
+            raise AssertionError(f"op '{op}' is not in _legal_ops")
+        if not callable(target) and not isinstance(target, str):
+            raise AssertionError(f"Expected target to be str, got {type(target)}")
         node = Node(self, name, op, target, tuple(args) if args else (),
                     dict(kwargs) if kwargs else {}, type_expr)
         self._insert(node)
@@ -112,12 +131,23 @@ class Graph:
         return self.create_node("placeholder", name, args, type_expr=type_expr)
 
     def get_attr(self, qualified_name: str, type_expr: Any = None) -> Node:
-        """Read attribute `qualified_name` (dotted) of the owning module."""
+        """Read attribute `qualified_name` (dotted) of the owning module (with torch.fx's
+        warning when the owning module has no submodule, parameter or buffer there)."""
+        if self.owning_module is not None and \
+                not _holds_state(self.owning_module, qualified_name):
+            warnings.warn("Attempted to insert a get_attr Node with no underlying reference in "
+                          "the owning GraphModule! Call GraphModule.add_submodule to add the "
+                          "necessary submodule, GraphModule.add_parameter to add the necessary "
+                          "Parameter, or nn.Module.register_buffer to add the necessary "
+                          "buffer", stacklevel=2)
         return self.create_node("get_attr", qualified_name, type_expr=type_expr)
 
     def call_module(self, module_name: str, args: tuple | None = None,
                     kwargs: dict | None = None, type_expr: Any = None) -> Node:
-        """Call submodule `module_name` of the owning module."""
+        """Call submodule `module_name` of the owning module (which must have it, when the
+        graph has one: `get_submodule`'s AttributeError otherwise, as in torch.fx)."""
+        if self.owning_module is not None:
+            self.owning_module.get_submodule(module_name)
         return self.create_node("call_module", module_name, args, kwargs, type_expr=type_expr)
 
     def call_method(self, method_name: str, args: tuple | None = None,
@@ -227,7 +257,8 @@ class Graph:
         """Check the graph's invariants; raise RuntimeError on the first violation."""
         seen: set[Node] = set()
         names: set[str] = set()
-        outputs = 0
+        # (nodes after the output, or a second output, pass as in torch.fx: they are dead
+        # code in the generated forward, not a broken graph)
         for node in self.nodes:
             if node.graph is not self:
                 raise RuntimeError(f"Node '{node}' does not belong to this Graph!")
@@ -248,32 +279,30 @@ class Graph:
                 if node not in user._input_nodes:
                     raise RuntimeError(f"'{user}' is listed as a user of '{node}' but does not "
                                        "read it")
-            if node.op == "output":
-                outputs += 1
-            elif outputs:
-                raise RuntimeError(f"Node '{node}' comes after the output node")
             seen.add(node)
-        if outputs > 1:
-            raise RuntimeError("graph has more than one output node")
         owner = self.owning_module
         if owner is None:
             return
         for node in self.nodes:
             if node.op in ("get_attr", "call_module"):
                 obj = owner
+                path: list[str] = []  # (the attributes walked so far, for the message)
                 for atom in node.target.split("."):
                     if not hasattr(obj, atom):
-                        kind = "module" if node.op == "call_module" else "attribute"
                         raise RuntimeError(f"Node {node} target {node.target} references "
-                                           f"nonexistent {kind} {atom}")
+                                           f"nonexistent attribute {atom} of "
+                                           f"{'.'.join(path)}")
                     obj = getattr(obj, atom)
+                    path.append(atom)
 
     def python_code(self, root_module: str = "self", *, verbose: bool = False,
                     **kwargs: Any) -> PythonCode:
         """Generated Python source for this graph, and the globals it needs; `verbose` adds
-        the stack-trace comments `print_readable` shows. (torch.fx's other options, types and
-        strides in comments, are accepted and not shown.)"""
-        return python_code(self, root_module, verbose)
+        what `print_readable` shows: stack-trace comments and each value's annotation from
+        its metadata (`include_stride`, `include_device`: with strides and device). (torch.fx's
+        `colored` is accepted and not shown.)"""
+        return python_code(self, root_module, verbose, bool(kwargs.get("include_stride")),
+                           bool(kwargs.get("include_device")))
 
     def __str__(self) -> str:
         lines = ["graph():"]

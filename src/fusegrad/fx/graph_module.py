@@ -93,6 +93,7 @@ class GraphModule(Module):
                     _assign_attr(root[node.target], self, node.target)
         else:
             raise RuntimeError(f"Unsupported type {root} passed for root!")
+        self.meta: dict[str, Any] = {}  # (passes and the compiler note facts here)
         self.graph = graph
 
     @property
@@ -132,21 +133,27 @@ class GraphModule(Module):
 
     def print_readable(self, print_output: bool = True, **kwargs: Any) -> str:
         """The module as a class definition, as torch.fx shows it: each run of nodes from
-        one stack trace under a comment, and the submodules that are GraphModules as
-        classes nested in it. Printed unless `print_output` is False."""
-        text = self._readable(type(self).__name__)
+        one stack trace under a comment, each value its metadata records annotated
+        (`x: "f32[2, 3]"`; `include_stride=True`, `include_device=True` append its strides and
+        device), and the submodules that are GraphModules as classes nested in it. Printed
+        unless `print_output` is False."""
+        text = self._readable(type(self).__name__, bool(kwargs.get("include_stride")),
+                              bool(kwargs.get("include_device")))
         if print_output:
             print(text)
         return text
 
-    def _readable(self, name: str) -> str:
-        body = self._graph.python_code(root_module="self", verbose=True).src
+    def _readable(self, name: str, include_stride: bool = False,
+                  include_device: bool = False) -> str:
+        body = self._graph.python_code(root_module="self", verbose=True,
+                                       include_stride=include_stride,
+                                       include_device=include_device).src
         body = body.strip("\n").rstrip()
         text = f"class {name}(fusegrad.nn.Module):\n" + "\n".join(
             f"    {line}" if line else line for line in body.splitlines()) + "\n"
         for child_name, child in self.named_children():
             if isinstance(child, GraphModule):
-                nested = child._readable(child_name)
+                nested = child._readable(child_name, include_stride, include_device)
                 text += "\n" + "\n".join(f"    {line}" if line else line
                                           for line in nested.splitlines()) + "\n"
         return text
@@ -250,7 +257,9 @@ class GraphModule(Module):
         return res
 
     def __reduce__(self) -> tuple:
-        state = {k: v for k, v in self.__dict__.items() if k not in ("_graph", "_code")}
+        # (`meta` starts empty in the unpickled module, as in torch.fx's, which builds it anew)
+        state = {k: v for k, v in self.__dict__.items()
+                 if k not in ("_graph", "_code", "meta")}
         return (_rebuild_graph_module, (state, self._graph, type(self).__name__))
 
     def __copy__(self) -> GraphModule:
@@ -261,7 +270,8 @@ class GraphModule(Module):
         return res
 
     def __str__(self) -> str:
-        return f"{super().__repr__()}\n\n\n{self._code}"
+        return f"{super().__repr__()}\n{self._code}\n# To see more debug info, please use " \
+               "`graph_module.print_readable()`"
 
 
 # The layers whose repr is a call of their constructor that builds them again (torch.fx's
@@ -319,6 +329,7 @@ def _plain_name(gm: GraphModule) -> None:
 def _rebuild_graph_module(state: dict, graph: Graph, class_name: str) -> GraphModule:
     gm = GraphModule.__new__(GraphModule)
     gm.__dict__.update(state)
+    gm.meta = {}
     _plain_name(gm)  # as PyTorch's unpickling, whatever class name was traced
     gm.graph = graph
     return gm

@@ -91,6 +91,14 @@ def _format_arg(a) -> str:
     return str(a)
 
 
+def _typename(obj: Any) -> str:
+    """`obj`'s type as torch.typename spells it in these messages (`str`, `module.Class`)."""
+    module = getattr(obj, "__module__", "") or ""
+    qualname = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None) or \
+        type(obj).__qualname__
+    return qualname if module in ("", "builtins") else f"{module}.{qualname}"
+
+
 class Node:
     """One operation in a Graph: `op`, `name`, `target`, `args`, `kwargs`, `users`, `meta`."""
 
@@ -100,11 +108,11 @@ class Node:
             raise ValueError(f"unknown opcode {op!r}; expected one of {OPCODES}")
         if op == "call_function" and not callable(target):
             raise ValueError(f"Node [graph = {graph}, name = '{name}'] target {target} has "
-                             f"type {type(target)} but a Callable is expected")
+                             f"type {_typename(target)} but a Callable is expected")
         if op in ("call_method", "call_module", "get_attr", "placeholder") \
                 and not isinstance(target, str):
             raise ValueError(f"Node [graph = {graph}, name = '{name}'] target {target} has "
-                             f"type {type(target)} but a str is expected")
+                             f"type {_typename(target)} but a str is expected")
         self.graph = graph
         self.name = name
         self.op = op
@@ -222,16 +230,25 @@ class Node:
         swap = lambda n: new_input if n is old_input else n  # noqa: E731
         self._update_args_kwargs(map_arg(self._args, swap), map_arg(self._kwargs, swap))
 
-    def is_impure(self) -> bool:
+    def is_impure(self, impure_random: bool = True) -> bool:
         """Whether dead-code elimination must keep this node although nobody reads it.
 
-        As in torch.fx, only inputs, the output, `operator.setitem` (and functions listed in
-        `IMPURE_FUNCTIONS`) and modules flagged `_is_impure` count: unused in-place method
-        calls are removed."""
+        As in torch.fx: inputs and the output; calls of side-effectful functions
+        (`IMPURE_FUNCTIONS`: `operator.setitem` and what `has_side_effect` marks;
+        `fusegrad._assert`) and of the random samplers (`rand`, `randn_like`, `bernoulli`,
+        ...: dropping one would shift every later draw); registry ops that write an input,
+        and, with `impure_random`, those that draw random numbers; modules flagged
+        `_is_impure`. Unused in-place method calls are removed, as torch.fx removes them."""
         if self.op in ("placeholder", "output"):
             return True
         if self.op == "call_function":
-            return self.target in IMPURE_FUNCTIONS
+            target = self.target
+            if target in IMPURE_FUNCTIONS or target in _random_functions():
+                return True
+            op = getattr(target, "op", None)  # a registry op handle (`ops.aten.add_.Tensor`)
+            if op is not None and hasattr(op, "inplace"):
+                return bool(op.inplace) or (impure_random and bool(getattr(op, "random", 0)))
+            return False
         if self.op == "call_module":
             owner = self.graph.owning_module
             if owner is not None:
@@ -280,6 +297,25 @@ def type_repr(kind: Any) -> str:
 
 # Functions whose calls dead-code elimination keeps (they exist for their side effect).
 IMPURE_FUNCTIONS: set = {operator.setitem}
+_RANDOM: list = []
+
+
+def _random_functions() -> frozenset:
+    """The functions dead-code elimination keeps besides `IMPURE_FUNCTIONS`: `fusegrad._assert`
+    and the public random samplers (the surface's random names, less the layers' ATen
+    spellings such as `dropout` and the in-place and private forms, which torch.fx lets go).
+    Found on first use: fusegrad's functions are defined after this module can be imported."""
+    if not _RANDOM:
+        import fusegrad
+
+        from ..ops import surface
+
+        layers = surface.names_with(surface.NN_SPELLING)
+        names = {n for n in surface.names_with(surface.RANDOM)
+                 if n not in layers and not n.startswith("_") and not n.endswith("_")}
+        names.add("_assert")
+        _RANDOM.append(frozenset(getattr(fusegrad, n) for n in names if hasattr(fusegrad, n)))
+    return _RANDOM[0]
 
 
 def has_side_effect(fn: Callable) -> Callable:

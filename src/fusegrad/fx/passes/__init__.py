@@ -1,5 +1,5 @@
 """Graph passes: analyses and rewrites over fusegrad.fx graphs."""
 
-from . import shape_prop
+from . import fake_tensor_prop, infra, shape_prop
 
-__all__ = ["shape_prop"]
+__all__ = ["fake_tensor_prop", "infra", "shape_prop"]
