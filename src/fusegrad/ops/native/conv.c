@@ -11,12 +11,13 @@
    padded image of its own. Kept for this thread's next call, grown as needed; NULL when it
    cannot be had: the piece then computes nothing and sets its call's `failed` cell, which
    the caller reads (each call its own cell, so that calls made at once by other threads
-   cannot take or hide each other's failure). */
+   cannot take or hide each other's failure). A thread's first call gets a buffer even for
+   no bytes (an empty batch): NULL means failure. */
 static void *thread_scratch(size_t bytes) {
     static _Thread_local void *buf;
     static _Thread_local size_t cap;
-    if (bytes > cap) {
-        size_t want = (bytes + 63) / 64 * 64;
+    if (!buf || bytes > cap) {
+        size_t want = bytes ? (bytes + 63) / 64 * 64 : 64;
         free(buf);
         buf = aligned_alloc(64, want);
         cap = buf ? want : 0;
