@@ -82,6 +82,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("fusegrad._tensor", "fusegrad._torch_function"):
         "`__init_subclass__` tells the protocol of a subclass; unpickling a subclass",
     ("fusegrad._tensor", "fusegrad._functions"): "`Tensor.to` copies through `to_copy`",
+    ("fusegrad._tensor", "fusegrad._functions._args"):
+        "`Tensor.to` binds its arguments to PyTorch's overloads",
     ("fusegrad._tensor", "fusegrad.autograd._grad"): "`Tensor.backward` runs the engine",
     # Dispatch records a view whose base changed in place as `as_strided` of the base: an op.
     ("fusegrad._dispatch", "fusegrad.ops.views"):

@@ -1140,18 +1140,37 @@ def _new(fn):
                layout=None, pin_memory=False):
         # the shape is read (and its errors named) as `new_zeros`'s, not `zeros`'s: a negative
         # size is PyTorch's "Trying to create tensor with negative dimension" for all three
+        if len(sizes) > 1 and not is_int_argument(sizes[0]):  # (no sizes spread out)
+            raise TypeError(f"{name}() takes 1 positional argument but {len(sizes)} were "
+                            "given")
         shape = _size_arg(sizes, size, name)
         return fn(shape, dtype=_dtype.as_dtype(dtype) or self.dtype, device=device,
                   requires_grad=requires_grad)
 
-    method.__name__ = name
+    method.__name__ = method.__qualname__ = name  # (named so by Python's errors, too)
     method.__doc__ = f"`{fn.__name__}` with this tensor's dtype by default."
     return method
+
+
+def _new_full_error(size, fill_value, keywords: tuple) -> None:
+    """PyTorch's parser's TypeError for `new_full`'s `size` that is no list of sizes (one int
+    included) or `fill_value` that is no number (a tensor of more than one dim, or one that
+    requires grad), positions named for arguments not given by keyword."""
+    if not isinstance(size, (tuple, list)):
+        where = "" if "size" in keywords else " (position 1)"
+        raise TypeError(f"new_full(): argument 'size'{where} must be tuple of ints, not "
+                        f"{python_type_name(size)}")
+    where = "" if "fill_value" in keywords else " (position 2)"
+    raise TypeError(f"new_full(): argument 'fill_value'{where} must be Number, not "
+                    f"{python_type_name(fill_value)}")
 
 
 def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False,
              layout=None, pin_memory=False):
     """`full` with this tensor's dtype by default."""
+    if not isinstance(size, (tuple, list)) or (isinstance(fill_value, Tensor) and (
+            fill_value.ndim or fill_value.requires_grad)):
+        _new_full_error(size, fill_value, call_keywords())
     try:
         shape = _sizes((size,), "new_full")
     except TypeError:

@@ -635,28 +635,19 @@ class Tensor:
     # ------------------------------------------------------------ dtype and device
 
     def to(self, *args, **kwargs):
-        """Convert dtype and/or device: `to(dtype)`, `to(device)`, `to(other)`, `to(d, dt)`."""
-        dtype = kwargs.pop("dtype", None)
-        device = kwargs.pop("device", None)
-        copy = kwargs.pop("copy", False)
-        kwargs.pop("non_blocking", None)
-        memory_format = kwargs.pop("memory_format", None)
-        if kwargs:
-            raise TypeError(f"to() got an unexpected keyword argument '{next(iter(kwargs))}'")
-        for a in args:
-            if isinstance(a, _dtype.dtype):
-                dtype = a
-            elif isinstance(a, Tensor):
-                dtype = a.dtype
-            elif isinstance(a, (str, _device_cls)):
-                device = a
-            elif a.__class__ is type and a in _dtype.PYTHON_TYPES:  # `x.to(float)`: float64
-                dtype = _dtype.PYTHON_TYPES[a]
-            elif a is not None and not isinstance(a, bool):
-                raise TypeError(f"to() received an invalid combination of arguments - got "
-                                f"({type(a).__name__})")
-        if dtype.__class__ is type:
-            dtype = _dtype.as_dtype(dtype)
+        """Convert dtype and/or device, as PyTorch's overloads read the arguments:
+        `to(device=None, dtype=None, non_blocking=False, copy=False, *, memory_format=None)`,
+        `to(dtype, ...)` or `to(other, ...)` (a tensor, or a number standing for one)."""
+        if not kwargs and len(args) == 1 and args[0].__class__ is _dtype.dtype:
+            dtype = args[0]  # (the common call, bound without the parser)
+            if dtype is self._dtype:
+                return self
+            from ._functions import to_copy
+
+            return to_copy(self, dtype)
+        from ._functions._args import to_arguments
+
+        device, dtype, copy, memory_format = to_arguments(args, kwargs)
         if device is not None:
             device = _device_cls(device)
             device._check_available()
@@ -677,9 +668,11 @@ class Tensor:
                         None if name == "contiguous_format" else name):
                     return self
                 return clone(self, memory_format=memory_format)
+            if name in FORMAT_ORDERS and len(shape) != len(FORMAT_ORDERS[name]):
+                return clone(self, memory_format=memory_format)  # (PyTorch's rank error)
             t = to_copy(self, dtype)
-            want = dense_strides(shape, FORMAT_ORDERS[name]) if name in FORMAT_ORDERS and \
-                len(shape) == len(FORMAT_ORDERS[name]) else contiguous_strides(shape)
+            want = dense_strides(shape, FORMAT_ORDERS[name]) if name in FORMAT_ORDERS else \
+                contiguous_strides(shape)
             return t if tuple(t.stride()) == want else clone(t, memory_format=memory_format)
         if dtype is None or dtype is self._dtype:
             return self.clone() if copy else self
@@ -700,6 +693,10 @@ class Tensor:
 
     def type_as(self, other):
         """This tensor converted to `other`'s dtype."""
+        if not isinstance(other, Tensor):
+            from ._functions._args import not_a_tensor
+
+            raise not_a_tensor(other, "type_as", "other", 1)
         return self.to(other.dtype)
 
     def cpu(self, memory_format=None):

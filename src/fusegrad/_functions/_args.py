@@ -17,6 +17,10 @@ import numbers
 import sys
 import types
 
+import numpy as np
+
+from .. import _dtype
+from .._device import device as Device
 from .._symbolic import SymInt
 from .._tensor import Tensor, int_list_error, is_int_argument
 from .._type_names import WRAPPER_FILE, call_keywords, python_type_name
@@ -183,6 +187,14 @@ def int_list_argument(value, name: str, param: str, index: int):
     return value
 
 
+def not_a_tensor(value, name: str, param: str, position: int) -> TypeError:
+    """PyTorch's parser's TypeError for `value` given for the Tensor parameter `param` of the
+    method asking (its `position`, which PyTorch names unless the call gave it by keyword)."""
+    where = "" if param in call_keywords(2) else f" (position {position})"
+    return TypeError(f"{name}(): argument '{param}'{where} must be Tensor, not "
+                     f"{python_type_name(value)}")
+
+
 def int_parameters(name: str, first: int, *named) -> None:
     """`int_parameter`'s check of each (parameter, value) pair in `named`, given by position
     from `first` on."""
@@ -329,3 +341,58 @@ def parsed(name: str, overloads: Overloads, input, args: tuple, kwargs: dict,
         kwargs = renamed
     params, bound = _resolve(name, found, given, kwargs)
     return found.index(params), bound
+
+
+# `Tensor.to`'s overloads, in the order PyTorch tries them: a number stands for the tensor
+# PyTorch would make of it (`x.to(1.5)` converts to float64), while an int is a device index.
+_TO_TAIL = "bool non_blocking=False, bool copy=False, *, MemoryFormat memory_format=None"
+_TO_TEXTS = (f"Device? device=None, ScalarType? dtype=None, {_TO_TAIL}",
+             f"ScalarType dtype, {_TO_TAIL}", f"TensorOrNumber tensor, {_TO_TAIL}")
+_TO = Overloads(_TO_TEXTS, _TO_TEXTS)
+_TO_KEYWORDS = {"device", "dtype", "non_blocking", "copy", "memory_format"}
+
+
+def _number_dtype(value):
+    """The dtype of the tensor PyTorch's parser makes of a number given for a tensor."""
+    if value.__class__ is bool:
+        return _dtype.bool_
+    if isinstance(value, complex):  # (NumPy's complex128 is one; its complex64 is not)
+        return _dtype.complex128
+    if isinstance(value, (int, np.integer)):
+        return _dtype.int64
+    return _dtype.float64  # (NumPy's bool and complex64 too, which PyTorch reads as floats)
+
+
+def to_arguments(args: tuple, kwargs: dict) -> tuple:
+    """(device, dtype, copy, memory_format) of a `Tensor.to` call, bound to the overload it
+    fits as PyTorch's parser binds it, or PyTorch's TypeError for one that fits none."""
+    # The common calls, bound without the parser: `to(device)`, `to(other)`, keywords alone.
+    if not args:
+        if kwargs.keys() <= _TO_KEYWORDS:
+            device, dtype = kwargs.get("device"), kwargs.get("dtype")
+            memory_format = kwargs.get("memory_format")
+            if (device is None or device.__class__ is str or isinstance(device, Device)) and \
+                    (dtype is None or dtype.__class__ is _dtype.dtype) and \
+                    kwargs.get("non_blocking", False).__class__ is bool and \
+                    kwargs.get("copy", False).__class__ is bool and memory_format is None:
+                return device, dtype, kwargs.get("copy", False), None
+    elif len(args) == 1 and not kwargs:
+        given = args[0]
+        if given.__class__ is str or isinstance(given, Device):
+            return given, None, False, None
+        if isinstance(given, Tensor):
+            return given.device, given.dtype, False, None
+    index, given = parsed("to", _TO, None, args, kwargs, True)
+    if index == 2:
+        other = given["tensor"]
+        if isinstance(other, Tensor):
+            device, dtype = other.device, other.dtype
+        else:
+            device, dtype = None, _number_dtype(other)
+    else:
+        device, dtype = given.get("device"), given["dtype"]
+    if dtype is not None:
+        dtype = _dtype.as_dtype(dtype)
+    if isinstance(device, np.integer):
+        device = int(device)
+    return device, dtype, given["copy"], given["memory_format"]

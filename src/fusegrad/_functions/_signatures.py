@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .. import _dtype
+from .._device import device as Device
 from .._symbolic import SymInt
 from .._tensor import Tensor
 from .._type_names import python_type_name
@@ -27,7 +28,7 @@ class _Param(NamedTuple):
 
 # The defaults the signatures write (`ops/foreach.py`'s, and the reductions' that share this
 # parser for their messages).
-_DEFAULTS = {"1": 1, "2": 2, "-1": -1, "None": None, "False": False, "True": True}
+_DEFAULTS = {"0": 0, "1": 1, "2": 2, "-1": -1, "None": None, "False": False, "True": True}
 _PARSED: dict[str, tuple[_Param, ...]] = {}
 
 
@@ -53,7 +54,9 @@ def _parse(signature: str) -> tuple[_Param, ...]:
 # How PyTorch's messages spell each kind.
 _SHOWN = {"TensorList": "tuple of Tensors", "ScalarList": "tuple of Scalars",
           "int[]": "tuple of ints", "int[1]": "tuple of ints", "ScalarType?": "torch.dtype",
-          "MemoryFormat?": "torch.memory_format"}
+          "ScalarType": "torch.dtype", "MemoryFormat?": "torch.memory_format",
+          "MemoryFormat": "torch.memory_format", "Device?": "torch.device",
+          "TensorOrNumber": "Tensor"}
 
 
 def _shown(p: _Param) -> str:
@@ -76,6 +79,8 @@ def _type_name(value) -> str:
         return cls.__name__  # `Tensor`, or a subclass's own name (`Parameter`)
     if cls.__module__ == "fusegrad":  # (PyTorch's are C types: `torch.dtype`, `torch.device`)
         return f"torch.{cls.__qualname__}"
+    if cls.__name__ == "MemoryFormat" and cls.__module__.startswith("fusegrad."):
+        return "torch.memory_format"
     return python_type_name(value)
 
 
@@ -108,8 +113,17 @@ def _matches(kind: str, value) -> bool:
             return value.numel() == 1 and not value.dtype.is_floating_point and \
                 not value.dtype.is_complex and value.dtype is not _dtype.bool_
         return isinstance(value, (int, np.integer, SymInt)) and not isinstance(value, bool)
-    if kind == "ScalarType?":
-        return value is None or isinstance(value, _dtype.dtype)
+    if kind == "ScalarType?" or kind == "ScalarType":  # a dtype, or a Python type for one
+        return (value is None and kind == "ScalarType?") or isinstance(value, _dtype.dtype) \
+            or (value.__class__ is type and value in _dtype.PYTHON_TYPES)
+    if kind == "Device?":  # a device, its name, or a device index (not a bool)
+        return value is None or isinstance(value, (str, Device)) or \
+            (isinstance(value, (int, np.integer)) and not isinstance(value, bool))
+    if kind == "TensorOrNumber":  # `Tensor.to`'s, where a number stands for its tensor
+        return isinstance(value, Tensor) or _is_number(value)
+    if kind == "MemoryFormat":  # (`Tensor.to`'s, which meets no other check)
+        return value is None or (type(value).__name__ == "MemoryFormat" and
+                                 type(value).__module__.startswith("fusegrad."))
     return True  # MemoryFormat?: clone checks it itself
 
 

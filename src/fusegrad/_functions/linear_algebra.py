@@ -278,7 +278,8 @@ def einsum(equation, *operands):
         s = "".join(s[i] for i in order)
     for k in range(1, len(terms)):
         later = "".join(x for _, x in terms[k + 1:])
-        t, s = _einsum_pair(t, s, terms[k][0], terms[k][1], out_spec + later)
+        t, s = _einsum_pair(t, s, terms[k][0], terms[k][1], out_spec + later,
+                            len(terms) == 2)
     # Sum what the output does not keep, then order the remaining letters.
     drop = [i for i, c in enumerate(s) if c not in out_spec]
     if drop and len(terms) > 1 and builtins.all(t.shape[i] == 1 for i in drop):
@@ -417,9 +418,15 @@ def _einsum_prepare(t, s):
     return t, s
 
 
-def _einsum_pair(a, sa, b, sb, out_spec):
+def _first_kept(letters: list, out_spec: str) -> int:
+    """Where the first of `letters` that the output keeps stands in it (its length: none)."""
+    return next((out_spec.index(c) for c in letters if c in out_spec), len(out_spec))
+
+
+def _einsum_pair(a, sa, b, sb, out_spec, only_pair: bool = False):
     """Contract two operands: letters in both and kept are batch dims, letters in both and not
-    kept are summed by a bmm; the others stay free."""
+    kept are summed by a bmm; the others stay free. `only_pair`: the einsum's only two
+    operands."""
     # Sum letters that appear only in one operand and not in the output early.
     for t_name in ("a", "b"):
         t, s, other = (a, sa, sb) if t_name == "a" else (b, sb, sa)
@@ -458,6 +465,11 @@ def _einsum_pair(a, sa, b, sb, out_spec):
         a = reshape(a, tuple(a.shape) + (1,) * len(fb))
         b = reshape(b, tuple(b.shape[:len(batch)]) + (1,) * len(fa) + tuple(b.shape[len(batch):]))
         return mul(a, b), "".join(batch + fa + fb)
+    if only_pair and _first_kept(fb, out_spec) < _first_kept(fa, out_spec):
+        # PyTorch's product of two operands puts the free dims the output names first first:
+        # the operands change places, so the result's strides are PyTorch's (`ij,jk->ki` is
+        # contiguous). (Its pairs of more operands order their dims otherwise.)
+        a, sa, fa, b, sb, fb = b, sb, fb, a, sa, fa
     a = expand(permute(a, [sa.index(c) for c in batch + fa + contract]),
                tuple(size[c] for c in batch + fa + contract))
     b = expand(permute(b, [sb.index(c) for c in batch + contract + fb]),

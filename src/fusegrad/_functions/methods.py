@@ -299,16 +299,22 @@ def _slice_method(self, dim=0, start=None, end=None, step=1):
 
 def _view_as(self, other):
     """`self.view(other.shape)`."""
+    if not isinstance(other, Tensor):
+        raise _args.not_a_tensor(other, "view_as", "other", 1)
     return view(self, tuple(other.shape))
 
 
 def _reshape_as(self, other):
     """`self.reshape(other.shape)`."""
+    if not isinstance(other, Tensor):
+        raise _args.not_a_tensor(other, "reshape_as", "other", 1)
     return reshape(self, tuple(other.shape))
 
 
 def _expand_as(self, other):
     """`self.expand(other.shape)`."""
+    if not isinstance(other, Tensor):
+        raise _args.not_a_tensor(other, "expand_as", "other", 1)
     return expand(self, tuple(other.shape))
 
 

@@ -19,7 +19,7 @@ from ..ops import linalg as L
 from ..ops import nn as N
 from ..ops import scans as SC
 from .inplace import copy_, fill_
-from .shape import int_argument
+from .shape import _keyword_shape, int_argument
 
 
 def _addmm_(self: Tensor, mat1: Tensor, mat2: Tensor, *, beta=1, alpha=1) -> Tensor:
@@ -82,8 +82,12 @@ def _fill_diagonal_(self: Tensor, fill_value, wrap: bool = False) -> Tensor:
     return self
 
 
-def _sum_to_size(self: Tensor, *size) -> Tensor:
-    """Sum `self` down to `size`, which `self` must be expandable from."""
+def _sum_to_size(self: Tensor, *sizes, size=None) -> Tensor:
+    """Sum `self` down to `size` (given spread out, as one sequence, or by keyword), which
+    `self` must be expandable from."""
+    if size is not None:
+        sizes = _keyword_shape("sum_to_size", "size", sizes, size)
+    size = sizes
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = tuple(size[0])
     size = tuple(int_argument(s) for s in size)

@@ -112,6 +112,10 @@ def sum(input, dim=_NOT_GIVEN, keepdim=_NOT_GIVEN, *, dtype=None,  # noqa: A001
                 call1(R.sum_, input)
     elif keepdim is _NOT_GIVEN:
         keepdim = False
+    elif keepdim.__class__ is not builtins.bool:  # (PyTorch's parser takes no other)
+        _args.parsed("sum", _SUM, input,
+                     *_args.as_called(("dim", "keepdim"), (dim, keepdim), input=input),
+                     _args.is_method_copy(locals()))
     if dtype is not None:
         dtype = as_dtype(dtype)
     return call(R.sum_dim, input, (dim,) if dim.__class__ is int else _args.reduced_dims(dim),
@@ -144,6 +148,10 @@ def mean(input, dim=_NOT_GIVEN, keepdim=_NOT_GIVEN, *, dtype=None, out=None, axi
                 call1(R.mean, input)
     elif keepdim is _NOT_GIVEN:
         keepdim = False
+    elif keepdim.__class__ is not builtins.bool:  # (PyTorch's parser takes no other)
+        _args.parsed("mean", _MEAN, input,
+                     *_args.as_called(("dim", "keepdim"), (dim, keepdim), input=input),
+                     _args.is_method_copy(locals()))
     if dtype is not None:
         dtype = as_dtype(dtype)
     return call(R.mean_dim, input, (dim,) if dim.__class__ is int else _args.reduced_dims(dim),
@@ -179,6 +187,8 @@ def amax(input, dim=(), keepdim=False, *, out=None, axis=None, keepdims=None):
     """Maximum over `dim` (all dims by default)."""
     if axis is not None or keepdims is not None:
         dim, keepdim = _numpy("amax", dim, keepdim, axis, keepdims, ())
+    if dim.__class__ is not tuple and dim.__class__ is not int:  # (PyTorch's int[] check)
+        _args.int_list_argument(dim, "amax", "dim", 1)
     return call(R.amax, input, _dims(dim) or (), keepdim)
 
 
@@ -245,6 +255,8 @@ def amin(input, dim=(), keepdim=False, *, out=None, axis=None, keepdims=None):
     """Minimum over `dim` (all dims by default)."""
     if axis is not None or keepdims is not None:
         dim, keepdim = _numpy("amin", dim, keepdim, axis, keepdims, ())
+    if dim.__class__ is not tuple and dim.__class__ is not int:  # (PyTorch's int[] check)
+        _args.int_list_argument(dim, "amin", "dim", 1)
     return call(R.amin, input, _dims(dim) or (), keepdim)
 
 
@@ -518,6 +530,15 @@ def _var_like(op, name, overloads=None):
                             "dtype": dtype}, _args.is_method_copy(locals()))
         if axis is not None or keepdims is not None:
             dim, keepdim = _numpy(name, dim, keepdim, axis, keepdims)
+        if dim is not None and not isinstance(dim, (list, tuple, builtins.bool)) and \
+                not _args.is_int_argument(dim):  # (a dim that fits no overload)
+            given = [(k, v) for k, v, default in (
+                ("dim", dim, None), ("unbiased", unbiased, None), ("keepdim", keepdim, False),
+                ("correction", correction, None)) if v is not default]
+            _args.parsed(name, overloads, input,
+                         *_args.as_called(tuple(k for k, _ in given),
+                                          tuple(v for _, v in given), input=input),
+                         _args.is_method_copy(locals()))
         dims, correction = _var_args(dim, unbiased, correction)
         result = call(op, input, dims, correction, keepdim)
         return result
@@ -663,6 +684,12 @@ def _logic(name):
             return call(op_all, input) if not keepdim else call(op_dims, input, None, True)
         if isinstance(dim, (numbers.Integral, Tensor)):  # a 0-d integer tensor: its int
             return call(op_dim, input, dim.__index__(), keepdim)
+        if not isinstance(dim, (list, tuple)):  # (PyTorch's listing of the overloads)
+            names, values = ("dim", "keepdim") if keepdim is not False else ("dim",), \
+                (dim, keepdim) if keepdim is not False else (dim,)
+            _args.parsed(name, _LOGIC_OVERLOADS, input,
+                         *_args.as_called(names, values, input=input),
+                         _args.is_method_copy(locals()))
         return call(op_dims, input, tuple(dim), keepdim)
 
     fn.__name__ = fn.__qualname__ = name
@@ -1012,3 +1039,17 @@ _argsort_method.__qualname__ = "Tensor.argsort"
 def msort(input, *, out=None):
     """Sorted along dimension 0."""
     return sort(input, 0).values
+
+
+def _msort_method(self, *args, **kwargs):
+    """`Tensor.msort`, which takes no arguments (PyTorch's messages are those of a C method
+    declared without any)."""
+    if kwargs:
+        raise TypeError("TensorBase.msort() takes no keyword arguments")
+    if args:
+        raise TypeError(f"TensorBase.msort() takes no arguments ({len(args)} given)")
+    return sort(self, 0).values
+
+
+_msort_method.__name__ = "msort"
+_msort_method.__qualname__ = "Tensor.msort"

@@ -63,7 +63,18 @@ def _keyword_shape(caller: str, name: str, given: tuple, keyword) -> tuple:
     (`x.view(2, 3)`, `x.view((2, 3))`) or by PyTorch's keyword (`x.view(size=(2, 3))`)."""
     if given:
         raise TypeError(f"{caller}() got multiple values for argument '{name}'")
+    if not isinstance(keyword, (list, tuple)):
+        raise _not_a_list(caller, name, keyword, None)
     return (keyword,)
+
+
+def _not_a_list(caller: str, name: str, value, position: int | None) -> TypeError:
+    """PyTorch's parser's TypeError for `value`, no list or tuple, given for a list of sizes
+    or dims otherwise than spread out over a method's arguments, where one int alone is
+    taken (`x.flip(0)`, but not `x.flip(dims=0)` nor `torch.flip(x, 0)`)."""
+    at = "" if position is None else f" (position {position})"
+    return TypeError(f"{caller}(): argument '{name}'{at} must be tuple of ints, not "
+                     f"{python_type_name(value)}")
 
 
 def _spread(caller: str, name: str, given: tuple, keyword):
@@ -95,6 +106,13 @@ def view(input, *shape, dtype=None, size=None):
             raise TypeError(f"view() received an invalid combination of arguments - got "
                             f"({got}), but expected one of:\n"
                             " * (torch.dtype dtype)\n * (tuple of ints size)\n")
+        if not isinstance(size, (list, tuple)):  # (one argument: PyTorch's notes on both)
+            given = f"size={python_type_name(size)}"
+            raise TypeError(
+                f"view() received an invalid combination of arguments - got ({given}, ), but "
+                "expected one of:\n * (torch.dtype dtype)\n      didn't match because some of "
+                "the keywords were incorrect: size\n * (tuple of ints size)\n      didn't match "
+                f"because some of the arguments have invalid types: (!{given}!, )\n")
         shape = (size,)
     if len(shape) == 1 and shape[0].__class__ is type:  # `x.view(int)`: Python's int64
         shape = (_dtype.as_dtype(shape[0]),)
@@ -282,11 +300,19 @@ def flatten(input, start_dim=0, end_dim=-1):
 def unflatten(input, dim, sizes):
     """Dim `dim` split into `sizes` (a view), with PyTorch's errors: a size that is not an
     int, no sizes, sizes that do not fit the dim (named after the op)."""
+    if dim.__class__ is not int:  # (PyTorch names its position, even by keyword)
+        _args.int_parameter(dim, "unflatten", "dim", 1 if _args.called_as_method() else 2)
+        dim = dim.__index__()  # (a 0-d integer tensor: its int)
+    if not isinstance(sizes, (list, tuple)):  # (PyTorch names its position, even by keyword)
+        _args.int_list_parameter(sizes, "unflatten", "sizes",
+                                 2 if _args.called_as_method() else 3)
     for idx, elem in enumerate(sizes):
         if isinstance(elem, bool):  # PyTorch's two wordings: a bool, any other non-int
             raise TypeError("unflatten(): argument 'sizes' (position 2) must be tuple of ints, "
                             f"but found element of type bool at pos {idx}")
-        if not isinstance(elem, (int, SymInt)):  # (a traced size stays symbolic)
+        if isinstance(elem, Tensor) and _args.is_int_argument(elem):
+            sizes = (*sizes[:idx], elem.__index__(), *sizes[idx + 1:])  # (read as its int)
+        elif not isinstance(elem, (int, SymInt)):  # (a traced size stays symbolic)
             raise TypeError("unflatten(): argument 'sizes' failed to unpack the object at pos 2 "
                             f'with error "type must be tuple of ints,but got '
                             f'{type(elem).__name__}"')
@@ -391,6 +417,11 @@ def broadcast_to(input, *sizes, size=None):
         size = _spread("broadcast_to", "size", sizes, size)
     elif size is None:
         raise _args.missing("broadcast_to", "size")
+    if not isinstance(size, (list, tuple)):
+        if not (sizes and _args.called_as_method()):
+            raise _not_a_list("broadcast_to", "size", size, 2 if sizes else None)
+        _args.int_list_argument(size, "broadcast_to", "size", 1)
+        size = (size,)
     return expand(input, tuple(size))
 
 
@@ -418,11 +449,12 @@ def tile(input, *spread, dims=None):
         dims = _spread("tile", "dims", spread, dims)
     elif dims is None:
         raise _args.missing("tile", "dims")
+    if not isinstance(dims, (list, tuple)) and not (spread and _args.called_as_method()):
+        raise _not_a_list("tile", "dims", dims, 2 if spread else None)
     try:
         dims = tuple(map(int_argument, _args.dims(dims)))
     except TypeError:
-        _args.int_list_parameter(dims, "tile", "dims",
-                                 1 if _args.called_as_method() else 2)
+        _args.int_list_argument(dims, "tile", "dims", 1)
         raise
     if len(dims) < input.ndim:
         dims = (1,) * (input.ndim - len(dims)) + dims
@@ -516,6 +548,12 @@ _TENSOR_SPLIT_FORMS = (" * (tuple of ints indices, int dim = 0)",
                        " * (int sections, int dim = 0)")
 
 
+_TENSOR_SPLIT_TEXTS = ("int[] indices, int dim=0", "Tensor tensor_indices_or_sections, int dim=0",
+                       "int sections, int dim=0")
+_TENSOR_SPLIT = _args.Overloads(tuple(f"Tensor input, {t}" for t in _TENSOR_SPLIT_TEXTS),
+                                _TENSOR_SPLIT_TEXTS)
+
+
 def _tensor_split_keyword(given: tuple, keywords: dict):
     """The one split argument of `tensor_split` passed by one of PyTorch's keywords
     (`sections`, `indices`, `tensor_indices_or_sections`), or PyTorch's error."""
@@ -550,6 +588,13 @@ def tensor_split(input, indices_or_sections=None, dim=0, *, sections=None, indic
     if keywords:
         given = () if indices_or_sections is None else (indices_or_sections,)
         indices_or_sections = _tensor_split_keyword(given, keywords)
+    if not isinstance(indices_or_sections, (Tensor, numbers.Integral, list, tuple)):
+        args, kwargs = _args.as_called(("indices_or_sections", "dim"),
+                                       (indices_or_sections, dim), input=input)
+        if "dim" not in kwargs and dim.__class__ is int and dim == 0:
+            args = args[:-1]  # (taken for the default: a 0 given by position looks the same)
+        _args.parsed("tensor_split", _TENSOR_SPLIT, input, args, kwargs,
+                     _args.called_as_method())
     if isinstance(indices_or_sections, Tensor):
         t = indices_or_sections  # PyTorch's checks of the tensor form, in its order
         if t.dtype is not _dtype.int64:
@@ -588,6 +633,8 @@ def flip(input, *spread, dims=None):
         dims = _spread("flip", "dims", spread, dims)
     elif dims is None:
         raise _args.missing("flip", "dims")
+    if not isinstance(dims, (list, tuple)) and not (spread and _args.called_as_method()):
+        raise _not_a_list("flip", "dims", dims, 2 if spread else None)
     return call(S.flip, input, _args.dims(_args.int_list_argument(dims, "flip", "dims", 1)))
 
 

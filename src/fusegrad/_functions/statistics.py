@@ -48,6 +48,8 @@ def nansum(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None, out=No
     """Sum treating NaN as zero."""
     if axis is not None or keepdims is not None:
         dim, keepdim = _numpy("nansum", dim, keepdim, axis, keepdims)
+    if dim is not None and dim.__class__ is not int and dim.__class__ is not tuple:
+        _args.int_list_argument(dim, "nansum", "dim", 1)  # (PyTorch's int[] check)
     if dtype is not None:
         return call(ST.nansum, input, _dims(dim), keepdim, dtype_argument("nansum", dtype))
     if dim is None and not keepdim:
@@ -60,6 +62,8 @@ def nanmean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None, out=N
     """Mean of the non-NaN elements (NaN where there are none)."""
     if axis is not None or keepdims is not None:
         dim, keepdim = _numpy("nanmean", dim, keepdim, axis, keepdims)
+    if dim is not None and dim.__class__ is not int and dim.__class__ is not tuple:
+        _args.int_list_argument(dim, "nanmean", "dim", 1)  # (PyTorch's int[] check)
     if not (input.dtype.is_floating_point or input.dtype.is_complex):
         raise RuntimeError(f"nanmean(): expected input to have floating point or complex "
                            f"dtype but got {input.dtype.legacy}")

@@ -35,7 +35,7 @@ logical_not bitwise_not square round nan_to_num atan2 floor_divide remainder fmo
 lerp addcmul addcdiv logical_and logical_or logical_xor bitwise_and bitwise_or bitwise_xor
 arcsin arccos arctan arcsinh arccosh arctanh arctan2 fix amin max min argmax argmin
 prod var std logsumexp cumsum cumprod cummax cummin all any median mode
-kthvalue msort flatten unflatten broadcast_to repeat tile split chunk
+kthvalue flatten unflatten broadcast_to repeat tile split chunk
 unsafe_split unsafe_chunk transpose_ tensor_split flip fliplr flipud roll tril triu diagonal
 diag_embed diag trace index_select gather take_along_dim scatter scatter_add index_add
 masked_fill masked_select nonzero argwhere index_put outer addmm baddbmm addmv bincount isclose
@@ -145,6 +145,7 @@ METHODS: dict[str, tuple[str, ...]] = {
     "split": ("method", "_functions.methods._split_method"),
     "sort": ("method", "_functions.reduction._sort_method"),
     "argsort": ("method", "_functions.reduction._argsort_method"),
+    "msort": ("method", "_functions.reduction._msort_method"),
     "__rtruediv__": ("method", "_functions.methods._rtruediv"),
     "__rdiv__": ("method", "_functions.methods._rtruediv"),  # PyTorch's `1 / x` reports it
     "__pow__": ("method", "_functions.methods._pow"),
