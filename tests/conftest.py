@@ -120,3 +120,20 @@ def same_at_two_threads(shared, monkeypatch):
             np.testing.assert_array_equal(a, r)
 
     return check
+
+
+@pytest.fixture
+def global_backward_hook_kind():
+    """Each library remembers the kind of its global backward hooks for good (the first
+    `register_module_full_backward_hook` or `register_module_backward_hook` sets it): put
+    it back, so that a test registering one in a single library leaves both as later tests
+    of the same worker compare them."""
+    import torch.nn.modules.module as torch_module
+
+    from fusegrad.nn.modules import _global_hooks
+
+    before = (torch_module._global_is_full_backward_hook,
+              _global_hooks._global_is_full_backward_hook)
+    yield
+    torch_module._global_is_full_backward_hook = before[0]
+    _global_hooks._global_is_full_backward_hook = before[1]

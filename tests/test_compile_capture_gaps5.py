@@ -609,7 +609,7 @@ _EDGES = [_gates_in_turn, _gate_attribute_changed, _sdpa_block_break, _sdpa_wron
 
 @pytest.mark.parametrize("f", _EDGES, ids=[f.__name__ for f in _EDGES])
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])
-def test_edges_match_eager(f, backend, capsys):
+def test_edges_match_eager(f, backend, capsys, global_backward_hook_kind):
     """Compiled, each call gives eager's answer, gradients and printed text (what capture
     does not follow is a break)."""
     def fresh(g):  # the state each call starts from

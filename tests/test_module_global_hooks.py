@@ -102,7 +102,7 @@ def _story(lib) -> list:
     return log
 
 
-def test_global_hooks_fire_as_torchs():
+def test_global_hooks_fire_as_torchs(global_backward_hook_kind):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert _story(fusegrad) == _story(torch)
@@ -133,7 +133,7 @@ def test_registration_hooks_on_none_values():
     assert _none_registrations(fusegrad) == _none_registrations(torch)
 
 
-def test_removal_restores_the_plain_call():
+def test_removal_restores_the_plain_call(global_backward_hook_kind):
     from fusegrad.nn.modules import module as fm
 
     plain = fusegrad.nn.Module.__call__

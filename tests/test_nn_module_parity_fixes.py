@@ -204,18 +204,7 @@ def test_unexpected_keys_follow_pytorchs_rule(key):
 # ---------------------------------------------------------------- register_backward_hook
 
 
-@pytest.fixture
-def global_backward_hook_kind():
-    """Each library remembers the kind of its global backward hooks for good: put it back."""
-    import torch.nn.modules.module as torch_module
-
-    from fusegrad.nn.modules import _global_hooks
-
-    before = (torch_module._global_is_full_backward_hook,
-              _global_hooks._global_is_full_backward_hook)
-    yield
-    torch_module._global_is_full_backward_hook = before[0]
-    _global_hooks._global_is_full_backward_hook = before[1]
+# `global_backward_hook_kind` is a fixture of tests/conftest.py.
 
 
 def _shapes(grads):
