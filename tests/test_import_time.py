@@ -64,19 +64,22 @@ def test_lazy_subpackages_work_as_attributes_and_imports():
             lin.bias.fill_(0.5)
         y = F.relu(lin(fusegrad.ones(1, 3)) - 4)
         names = ["compiler", "fx", "onnx", "optim", "jit", "datasets", "distributed",
-                 "models", "viz", "linalg", "_dynamo", "serialization"]
+                 "models", "viz", "linalg", "_dynamo", "serialization", "__future__"]
         mods = [type(getattr(fusegrad, n)).__name__ for n in names]
         print(json.dumps({"y": y.tolist(), "mods": mods, "sgd": fusegrad.optim.SGD.__name__,
                           "loader": fusegrad.utils.data.DataLoader.__name__,
                           "ckpt": callable(fusegrad.utils.checkpoint.checkpoint),
-                          "compile": callable(fusegrad.compile)}))
+                          "compile": callable(fusegrad.compile),
+                          "future": sorted(n for n in dir(fusegrad.__future__)
+                                           if not n.startswith("_"))}))
     """)
     lin = torch.nn.Linear(3, 2)
     with torch.no_grad():
         lin.weight.copy_(torch.arange(6.0).reshape(2, 3))
         lin.bias.fill_(0.5)
     assert out["y"] == torch.nn.functional.relu(lin(torch.ones(1, 3)) - 4).tolist()
-    assert out["mods"] == ["module"] * 12
+    assert out["mods"] == ["module"] * 13
+    assert out["future"] == sorted(n for n in dir(torch.__future__) if not n.startswith("_"))
     assert out["sgd"] == "SGD" and out["loader"] == "DataLoader"
     assert out["ckpt"] and out["compile"]
 

@@ -1,8 +1,6 @@
 """Switches for behaviour that PyTorch plans to change (`torch.__future__`): how
 `Module.to()`/`.double()`/`._apply` convert a module's parameters."""
 
-from __future__ import annotations
-
 # False (the default): a conversion points the existing parameter objects at the converted
 # data (`param.data = new`). True: each parameter is replaced by a new Parameter.
 _overwrite_module_params_on_conversion: bool = False

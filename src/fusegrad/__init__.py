@@ -178,7 +178,8 @@ from . import _out  # noqa: E402
 # `import fusegrad.nn.functional` and unpickling all reach them through `__getattr__`
 # or the ordinary import system.
 _LAZY_MODULES = frozenset({
-    "_dynamo", "_inductor", "_logging", "accelerator", "amp", "backends", "compiler", "cpu",
+    "__future__", "_dynamo", "_inductor", "_logging", "accelerator", "amp", "backends",
+    "compiler", "cpu",
     "cuda", "func", "export",
     "datasets", "distributed", "distributions", "fft", "futures", "fx", "hub", "jit", "linalg",
     "models", "multiprocessing",
