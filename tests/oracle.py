@@ -208,6 +208,31 @@ def outcome(run, described):
     return described(r)
 
 
+def described(r):
+    """A result in comparable form: a tensor's dtype, shape, strides and values (its real
+    part); a tuple's items; another value's repr with the library's name replaced."""
+    if isinstance(r, (tuple, list)):
+        return tuple(described(x) for x in r)
+    if isinstance(r, (torch.Tensor, fg.Tensor)):
+        wide = torch.float64 if isinstance(r, torch.Tensor) else fg.float64
+        return ("tensor", str(r.dtype).replace("fusegrad", "torch"), tuple(r.shape),
+                tuple(r.stride()), np.asarray(r.detach().real.to(wide).numpy()).tolist())
+    return ("value", repr(r).replace("fusegrad", "torch"))
+
+
+def same_outcome(expression: str) -> None:
+    """`expression` (with `L` the library, `np` NumPy) gives the same outcome under torch and
+    fusegrad: values, dtypes, shapes and strides, or the error's type and whole message."""
+    got = [repr(outcome(lambda L=L: eval(expression, {"L": L, "np": np}),  # noqa: S307
+                        described)).replace("fusegrad", "torch") for L in (torch, fg)]
+    assert got[0] == got[1], got
+
+
+def expression_cases(text: str) -> list:
+    """The expressions of `text`, one per line (for `same_outcome`)."""
+    return [line.strip() for line in text.strip().splitlines()]
+
+
 def first_sentence(msg):
     msg = str(msg).strip()
     return re.split(r"(?<=[.!?])\s|\n", msg, maxsplit=1)[0]

@@ -8,43 +8,18 @@ float repeats, and a `dtype` that is no dtype."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
-from oracle import outcome
+from oracle import described, expression_cases, outcome, same_outcome
 
 import fusegrad
 
 LIBS = (torch, fusegrad)
 
 
-def _described(r):
-    """A result in comparable form: a tensor's dtype, shape, strides and values; a tuple's
-    items; another value's repr with the library's name replaced."""
-    if isinstance(r, (tuple, list)):
-        return tuple(_described(x) for x in r)
-    if isinstance(r, (torch.Tensor, fusegrad.Tensor)):
-        wide = torch.float64 if isinstance(r, torch.Tensor) else fusegrad.float64
-        return ("tensor", str(r.dtype).replace("fusegrad", "torch"), tuple(r.shape),
-                tuple(r.stride()), np.asarray(r.detach().to(wide).numpy()).tolist())
-    return ("value", repr(r).replace("fusegrad", "torch"))
-
-
-def _same(expression: str) -> None:
-    """`expression` (with `L` the library) gives the same outcome under both libraries:
-    values, dtypes, shapes and strides, or the error's type and whole message."""
-    got = [repr(outcome(lambda L=L: eval(expression, {"L": L, "np": np}),  # noqa: S307
-                        _described)).replace("fusegrad", "torch") for L in LIBS]
-    assert got[0] == got[1], got
-
-
-def _cases(text: str) -> list:
-    return [line.strip() for line in text.strip().splitlines()]
-
-
 # ---------------------------------------------------------------- empty tensors' strides
 
-EMPTY_STRIDES = _cases("""
+EMPTY_STRIDES = expression_cases("""
 L.zeros(0, 3).t().contiguous().stride()
 L.zeros(0, 3).t().is_contiguous()
 L.zeros(2, 0, 3).permute(2, 0, 1).contiguous().stride()
@@ -65,12 +40,12 @@ L.zeros(0, 3, 2, 4).clone(memory_format=L.channels_last).stride()
 
 @pytest.mark.parametrize("expression", EMPTY_STRIDES)
 def test_empty_tensor_strides(expression):
-    _same(expression)
+    same_outcome(expression)
 
 
 # ---------------------------------------------------------------- keywords in messages
 
-KEYWORD_MESSAGES = _cases("""
+KEYWORD_MESSAGES = expression_cases("""
 L.ones(3, 3).tril(diagonal=1.5)
 L.ones(3, 3).triu_(diagonal=1.5)
 L.ones(3, 3).diagonal(0, dim2=1.5)
@@ -94,12 +69,12 @@ L.nansum(L.ones(3, 3), dtype=1)
 
 @pytest.mark.parametrize("expression", KEYWORD_MESSAGES)
 def test_keywords_in_parser_messages(expression):
-    _same(expression)
+    same_outcome(expression)
 
 
 # ---------------------------------------------------------------- torch.cuda.sparse
 
-CUDA_SPARSE = _cases("""
+CUDA_SPARSE = expression_cases("""
 L.cuda.sparse.FloatTensor(2, 3)
 (L.cuda.sparse.DoubleTensor.dtype, L.cuda.sparse.LongTensor.is_sparse)
 L.cuda.sparse.IntTensor.is_cuda
@@ -111,12 +86,12 @@ L.ones(2).type(L.cuda.sparse.FloatTensor)
 
 @pytest.mark.parametrize("expression", CUDA_SPARSE)
 def test_cuda_sparse_classes(expression):
-    _same(expression)
+    same_outcome(expression)
 
 
 # ---------------------------------------------------------------- sort's arguments
 
-SORT_ARGUMENTS = _cases("""
+SORT_ARGUMENTS = expression_cases("""
 L.tensor([3., 1, 2]).sort(0, descending=True, stable=1)
 L.tensor([3., 1, 2]).sort(stable=1, dim=0, descending=True)
 L.tensor([3., 1, 2]).sort(dim=0, descending=True, foo=1)
@@ -131,12 +106,12 @@ L.argsort(L.tensor([3., 1, 2]), 0, True, foo=1)
 
 @pytest.mark.parametrize("expression", SORT_ARGUMENTS)
 def test_sort_argument_errors(expression):
-    _same(expression)
+    same_outcome(expression)
 
 
 # ---------------------------------------------------------------- indexing and friends
 
-HUNTED = _cases("""
+HUNTED = expression_cases("""
 L.arange(24.).reshape(3, 2, 4)[(0, 2), :, (1, 3)]
 L.arange(24.).reshape(3, 2, 4)[((0, 1), (1, 0)),]
 (lambda x: (x.__setitem__(((0, 2), 1), 7.0), x)[1])(L.zeros(3, 2))
@@ -157,7 +132,7 @@ L.repeat_interleave(L.tensor([1, 2]), True)
 
 @pytest.mark.parametrize("expression", HUNTED)
 def test_indexing_and_friends(expression):
-    _same(expression)
+    same_outcome(expression)
 
 
 def test_scatter_reduce_max_refuses_backward():
@@ -166,5 +141,5 @@ def test_scatter_reduce_max_refuses_backward():
     for L in LIBS:
         x = L.ones(3, requires_grad=True)
         y = L.scatter_reduce(x, 0, L.tensor([0, 0, 2]), L.tensor([1., 2., 3.]), "max")
-        got.append((y.grad_fn.name(), outcome(lambda y=y: y.sum().backward(), _described)))
+        got.append((y.grad_fn.name(), outcome(lambda y=y: y.sum().backward(), described)))
     assert got[0] == got[1], got

@@ -8,43 +8,12 @@ the `other` of `type_as` and the `*_as` methods, `new_*`'s sizes and fill value,
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
-import torch
-from oracle import outcome
-
-import fusegrad
-
-LIBS = (torch, fusegrad)
-
-
-def _described(r):
-    """A result in comparable form: a tensor's dtype, shape, strides and values; a tuple's
-    items; another value's repr with the library's name replaced."""
-    if isinstance(r, (tuple, list)):
-        return tuple(_described(x) for x in r)
-    if isinstance(r, (torch.Tensor, fusegrad.Tensor)):
-        wide = torch.float64 if isinstance(r, torch.Tensor) else fusegrad.float64
-        return ("tensor", str(r.dtype).replace("fusegrad", "torch"), tuple(r.shape),
-                tuple(r.stride()), np.asarray(r.detach().real.to(wide).numpy()).tolist())
-    return ("value", repr(r).replace("fusegrad", "torch"))
-
-
-def _same(expression: str) -> None:
-    """`expression` (with `L` the library) gives the same outcome under both libraries:
-    values, dtypes, shapes and strides, or the error's type and whole message."""
-    got = [repr(outcome(lambda L=L: eval(expression, {"L": L, "np": np}),  # noqa: S307
-                        _described)).replace("fusegrad", "torch") for L in LIBS]
-    assert got[0] == got[1], got
-
-
-def _cases(text: str) -> list:
-    return [line.strip() for line in text.strip().splitlines()]
-
+from oracle import expression_cases, same_outcome
 
 # ---------------------------------------------------------------- Tensor.to
 
-TO = _cases("""
+TO = expression_cases("""
 L.ones(2).to(L.float64, L.int32)
 L.ones(2).to('cpu', dtype=L.int32, device='cpu')
 L.ones(2).to(1.5)
@@ -87,12 +56,12 @@ L.ones(2, 3, 4, 5).to(L.ones(1, dtype=L.float64), memory_format=L.channels_last)
 
 @pytest.mark.parametrize("expression", TO)
 def test_to(expression):
-    _same(expression)
+    same_outcome(expression)
 
 
 # ---------------------------------------------------------------- int[] and reductions' args
 
-ARGUMENTS = _cases("""
+ARGUMENTS = expression_cases("""
 L.ones(2, 3).expand(size=1.5)
 L.ones(2, 3).permute(dims=1.5)
 L.ones(2, 3).reshape(shape=1.5)
@@ -130,7 +99,7 @@ L.ones(3).view(size=[3])
 
 
 # A list of sizes or dims takes one int alone only spread over a method's arguments.
-SIZE_LISTS = _cases("""
+SIZE_LISTS = expression_cases("""
 L.ones(3).expand(size=3)
 L.ones(3).expand(size=L.tensor(3))
 L.ones(3).reshape(shape=3)
@@ -156,17 +125,17 @@ L.ones(3).broadcast_to(3)
 
 @pytest.mark.parametrize("expression", SIZE_LISTS)
 def test_size_lists(expression):
-    _same(expression)
+    same_outcome(expression)
 
 
 @pytest.mark.parametrize("expression", ARGUMENTS)
 def test_arguments(expression):
-    _same(expression)
+    same_outcome(expression)
 
 
 # ---------------------------------------------------------------- new_*, unflatten, msort
 
-METHODS = _cases("""
+METHODS = expression_cases("""
 L.ones(2).new_zeros((2,), 3)
 L.ones(2).new_zeros(1.5, 2)
 L.ones(2).new_ones([2], [3])
@@ -195,12 +164,12 @@ L.msort(L.ones(3), 0)
 
 @pytest.mark.parametrize("expression", METHODS)
 def test_methods(expression):
-    _same(expression)
+    same_outcome(expression)
 
 
 # ---------------------------------------------------------------- einsum's strides
 
-EINSUM = _cases("""
+EINSUM = expression_cases("""
 L.einsum('ij,jk->ki', L.arange(12.).reshape(3, 4), L.arange(8.).reshape(4, 2))
 L.einsum('ij,jk->ik', L.ones(3, 4), L.ones(4, 2))
 L.einsum('bij,bjk->kbi', L.arange(24.).reshape(2, 3, 4), L.arange(40.).reshape(2, 4, 5))
@@ -213,4 +182,4 @@ L.einsum('ij,jk,kl->li', L.ones(2, 3), L.ones(3, 4), L.ones(4, 5))
 
 @pytest.mark.parametrize("expression", EINSUM)
 def test_einsum_strides(expression):
-    _same(expression)
+    same_outcome(expression)
