@@ -85,6 +85,7 @@ _TRUTH_METHODS = ("__bool__", "__len__")
 _PYTHON_HOOKS = ("__setattr__", "__delattr__")
 # Packages of fusegrad whose classes are user-level Python, followed like a user's.
 FOLLOWED_PACKAGES = ("fusegrad.distributions", "fusegrad.nn.utils.prune",
+                     "fusegrad.nn.utils.spectral_norm", "fusegrad.nn.utils.weight_norm",
                      "fusegrad.nn.utils.clip_grad")
 _MISSING = object()
 

@@ -402,6 +402,7 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
         self.callee_wrapper = callee_wrapper
         self.depth = 0 if parent is None else parent.depth + 1
         self.current = None
+        self.frame_name = code.co_name  # (what the nodes' stack traces call this frame)
         self.handled: list = []  # exceptions being handled (except/finally blocks)
         self.raised = False  # concrete mode: a real exception went to a handler
         self.yields: list | None = None  # a generator expression's yielded values
@@ -421,8 +422,12 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
         handler = getattr(self, inst.opname, None)
         if handler is None:
             raise Unsupported(f"opcode {inst.opname}")
-        if not self.concrete and not self.builder.protected and self.protected(inst.offset):
-            self.builder.enter_protected()
+        builder = self.builder
+        if not self.concrete and not builder.protected and self.protected(inst.offset):
+            builder.enter_protected()
+        if builder is not None:  # (the nodes made now are located in this frame)
+            outer = builder.translator
+            builder.translator = self
         try:
             handler(inst)
         except Raised as r:  # the program raised an exception it created
@@ -441,6 +446,9 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
             self.route_exception(entry, ConstantVariable(e), inst.offset)
             self.raised = True
             raise Jump() from None
+        finally:
+            if builder is not None:
+                builder.translator = outer
 
     def jump_to(self, offset: int) -> None:
         """Continue at instruction `offset`."""
@@ -859,8 +867,11 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
             raise Unsupported(f"assignment to the property {name!r} (runs code)")
         if not hasattr(obj.value, "__dict__"):
             raise Unsupported(f"attribute assignment {name!r} on an object without __dict__")
-        if isinstance(value, TensorVariable) and isinstance(
-                getattr(obj.value, name, None), Tensor):
+        old = getattr(obj.value, name, None)
+        if isinstance(value, TensorVariable) and isinstance(old, Tensor) and any(
+                t is old for t in self.builder.input_values.values()):
+            # (Only a tensor the graph reads can be the one assigned: reading another
+            # would make it an input for nothing, one that may alias the rest.)
             current = self.get_attr(obj, name)
             if isinstance(current, TensorVariable) and \
                     self.builder.same_tensor(value.node, current.node):
