@@ -34,6 +34,7 @@ from .dynamic import input_order, strict_dims
 from .functional_call import check_not_replaced, overridden_read
 from .guards import GuardSet, _is_plain_data, _shares_memory
 from .layouts import LayoutFakeMode
+from .locations import LocatedGraph
 from .symfloat import (
     SymFloat,
     SymText,
@@ -102,7 +103,9 @@ class GraphBuilder:
         from ... import fx
 
         self.fx = fx
-        self.graph = fx.Graph()
+        # The translator running now (innermost frame), which `LocatedGraph` reads.
+        self.translator = None
+        self.graph = LocatedGraph(self)
         self.guards = GuardSet()
         self.guards.global_state()
         self.inputs: dict[str, TensorVariable] = {}  # source -> placeholder variable

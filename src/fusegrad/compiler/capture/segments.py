@@ -60,6 +60,7 @@ from .dynamic import DynamicPolicy
 from .exceptions import Raised, catch_warnings_break, exception_entries
 from .guards import fast_sizes
 from .hooks import registers_hooks
+from .locations import resume_name
 from .segment_code import NULL, branch_test, compile_segment, segment_source
 from .symfloat import SymFloat, SymText
 from .translator import Jump, Return, Translator, instructions_of
@@ -537,6 +538,8 @@ class FrameRunner:
             builder.enter_region(v.args)
         tr = Translator(self.code, self.fn.__globals__, self.fn.__closure__, builder,
                         local_vars, stack, start=start)
+        if tr.pc:  # a graph after a break: its frame is named as Dynamo's resume function
+            tr.frame_name = resume_name(self.code, tr.insts[tr.pc - 1])
         stop = self.stops.get(start)
         self._state = (tr, builder)  # for the report if the translator fails
         seg = None
