@@ -24,7 +24,9 @@ Each figure is measured with 1 and with 2 threads (`--threads 1,2`: one process 
 OMP_NUM_THREADS set before NumPy and torch load; torch.set_num_threads too).
 
 Run: `python benchmarks/compiled.py` (add `--quick` for a short run, `--only train` for the
-training steps, `--only latency` for the compile latencies, `--threads 1`).
+training steps, `--only latency` for the compile latencies, `--threads 1`; `--kernels` adds,
+after each training figure, the time of each of fusegrad's kernels and extern calls in the
+compiled forward and backward graphs).
 """
 
 from __future__ import annotations
@@ -236,15 +238,63 @@ def measure_training(setup, repeat: int) -> tuple:
                           loss_of)
     eager_step = _train_step(fusegrad, eager_model, fg_in, loss_of)
     tc_step = _train_step(torch, torch.compile(th_model, backend=th_backend), th_in, loss_of)
-    first = [float(fg_step()), float(fg_step())]
+    first = [float(fg_step().detach()), float(fg_step().detach())]
     tc_step()
-    want = [float(eager_step()), float(eager_step())]
+    want = [float(eager_step().detach()), float(eager_step().detach())]
     np.testing.assert_allclose(first, want, rtol=1e-4)
     fg_times, tc_times = [], []
     for _ in range(repeat):
         fg_times.append(_best(fg_step, 1))
         tc_times.append(_best(tc_step, 1))
     return min(fg_times), min(tc_times), fg_graphs[0], th_graphs[0]
+
+
+def kernel_times(setup, repeat: int, top: int = 12) -> None:
+    """Print where a compiled fusegrad training step's time goes: per compiled graph
+    (forward, backward) its whole call and its largest kernels and extern calls, mean
+    milliseconds per step over `repeat` steps after two warm-up steps."""
+    import collections
+
+    from fusegrad.compiler.codegen import wrapper
+
+    spent: dict = collections.defaultdict(float)
+    load = wrapper.load
+    loaded = [0]  # graphs in the order they were compiled: the forward first
+
+    def timed(fn, name):
+        def run(*args):
+            t = time.perf_counter()
+            out = fn(*args)
+            spent[name] += time.perf_counter() - t
+            return out
+        return run
+
+    def timed_load(art, libs):
+        call = load(art, libs)
+        graph = f"graph {loaded[0]}"
+        loaded[0] += 1
+        spent[f"{graph}: whole call"] = 0.0
+        for name in list(call.scope):
+            if name.startswith(("cpp_fused", "_extern")):
+                call.scope[name] = timed(call.scope[name], f"{graph}: {name}")
+        return timed(call, f"{graph}: whole call")
+
+    wrapper.load = timed_load
+    try:
+        fg_model, _, fg_in, _, loss_of = setup()
+        step = _train_step(fusegrad, fusegrad.compile(fg_model), fg_in, loss_of)
+        step()
+        step()
+        spent.clear()
+        for _ in range(repeat):
+            step()
+    finally:
+        wrapper.load = load
+    for graph in sorted({k.split(":")[0] for k in spent}):
+        rows = sorted(((v, k) for k, v in spent.items() if k.startswith(graph + ":")),
+                      reverse=True)
+        for v, k in rows[:top + 1]:
+            print(f"  {k:64s} {v / repeat * 1e3:8.3f} ms", flush=True)
 
 
 _LATENCY_CHILD = """
@@ -343,6 +393,8 @@ def run(args) -> None:
         print(f"{name:24s} fusegrad {fg * 1e3:8.2f} ms   torch.compile {tc * 1e3:8.2f} ms   "
               f"ratio {fg / tc:5.2f}x   (graphs: fusegrad {fg_graphs}, torch.compile "
               f"{tc_graphs}; losses equal eager's)", flush=True)
+        if args.kernels:
+            kernel_times(setup, repeat)
     if args.only in "latency":
         latencies()
 
@@ -355,6 +407,8 @@ def main() -> None:
     p.add_argument("--quick", action="store_true")
     p.add_argument("--only", default="", help="run the figures whose name contains this")
     p.add_argument("--threads", default="1,2", help="thread counts, comma-separated")
+    p.add_argument("--kernels", action="store_true",
+                   help="after each training figure, fusegrad's time per kernel and extern")
     args = p.parse_args()
     counts = [t.strip() for t in args.threads.split(",") if t.strip()]
     if counts == [os.environ.get("OMP_NUM_THREADS")]:
@@ -362,7 +416,8 @@ def main() -> None:
         return
     for t in counts:
         argv = [sys.executable, os.path.abspath(__file__), "--threads", t, "--only", args.only]
-        subprocess.run(argv + (["--quick"] if args.quick else []), check=True,
+        argv += ["--quick"] if args.quick else []
+        subprocess.run(argv + (["--kernels"] if args.kernels else []), check=True,
                        env=dict(os.environ, OMP_NUM_THREADS=t))
 
 

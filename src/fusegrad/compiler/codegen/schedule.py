@@ -104,12 +104,97 @@ def schedule(g: GraphLowering) -> list:
                           f"{BROADCAST_RATIO} or more times its size")
     _output_views(g, outputs)
     g.resolve_extern_args()
+    _share_equal_reductions(g)
     order = {n: i for i, n in enumerate(g.gm.graph.nodes)}
 
     def position(c):
         return min((order.get(o, 0) for o in c.origins), default=0)
 
     return _after_producers(g, sorted(g.computations, key=position))
+
+
+def _share_equal_reductions(g: GraphLowering) -> None:
+    """A reduction that computes what an earlier one computes (the same kind, shapes, dtype
+    and value expression, over the same buffers, none of them written in place by the
+    graph) becomes a copy of the earlier one's buffer: batch norm's sum of squared
+    deviations, once for the normalisation and once for the running variance, is one
+    pass over the activation instead of two. The copy has the first one's bits."""
+    seen: dict = {}
+    for i, c in enumerate(g.computations):
+        if not isinstance(c, Reduction):
+            continue
+        key = _reduction_key(c, g._written)
+        if key is None:
+            continue
+        first = seen.setdefault(key, c)
+        if first is c:
+            continue
+        source = g.buffers[first]
+        copy = Pointwise(c.shape, c.dtype, lambda idx, b=source: b.load(idx), list(c.origins))
+        copy.buffer = g.buffers.pop(c)
+        copy.realized_because = f"the value of {source.name}, a reduction computed before"
+        g.computations[i] = copy
+        g.buffers[copy] = copy.buffer
+        logs.emit("fusion", f"{_label(c)}: computed as {source.name} (the same reduction)")
+
+
+def _reduction_key(c: Reduction, written: set) -> tuple | None:
+    """What `c` computes, comparable between reductions; None where an operand is not
+    understood or is a buffer written in place (read before and after, it holds two
+    values)."""
+    from .ir import IVar
+
+    idx = tuple(IVar(f"x{i}") for i in range(len(c.shape)))
+    ridx = tuple(IVar(f"r{i}") for i in range(len(c.reduced_shape)))
+    value = c.body(idx, ridx)  # (alive while its sub-expressions are memoised by id)
+    try:
+        body = _expr_key(value, written, {})
+    except RecursionError:  # a chain too deep to compare: computed on its own
+        return None
+    if body is None:
+        return None
+    return (c.kind, tuple(c.shape), tuple(c.reduced_shape), c.dtype, body)
+
+
+def _expr_key(e, written: set, memo: dict) -> tuple | None:
+    """A value expression as nested tuples: equal exactly when the expressions compute the
+    same operations on the same elements (buffers by identity, numbers by type and exact
+    text); None for anything else. `memo`: keys of the sub-expressions seen, by id (a
+    value read twice, as `d` in `d * d`, is one object)."""
+    k = memo.get(id(e), memo)
+    if k is memo:
+        k = memo[id(e)] = _node_key(e, written, memo)
+    return k
+
+
+def _node_key(e, written: set, memo: dict) -> tuple | None:
+    from .ir import Const, Index, Load, Op
+
+    if isinstance(e, Load):
+        if e.buffer in written:
+            return None
+        return ("load", id(e.buffer), tuple(e.index), e.dtype)
+    if isinstance(e, Const):
+        v = e.value
+        if not isinstance(v, (bool, int, float)):
+            return None
+        return ("const", type(v), repr(v), e.dtype)
+    if isinstance(e, Index):
+        return ("index", e.expr, e.dtype)
+    if isinstance(e, Op):
+        args = []
+        for a in e.args:
+            if isinstance(a, (Const, Index, Load, Op)):
+                k = _expr_key(a, written, memo)
+            elif a is None or isinstance(a, (bool, int, float, str)):
+                k = ("py", type(a), repr(a))
+            else:
+                k = None
+            if k is None:
+                return None
+            args.append(k)
+        return ("op", e.name, tuple(args), e.dtype)
+    return None
 
 
 def _output_views(g: GraphLowering, outputs: list) -> None:
