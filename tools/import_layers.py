@@ -58,7 +58,7 @@ LAYERS: list[tuple[str, str, tuple[str, ...]]] = [
         "_distributions", "_decomp", "linalg", "fft", "sparse", "special", "signal", "overrides",
         "autograd.functional", "autograd.gradcheck", "accelerator",
         "backends", "cpu", "cuda", "amp", "testing", "types", "return_types", "library", "random",
-        "futures",
+        "futures", "_subclasses",
         "func", "storage", "utils.__init__", "utils._pytree", "utils._pytree_keys")),
     ("nn", "modules, optimizers, data, saving, distributions, models, profiler", (
         "nn", "optim", "utils", "distributions", "datasets", "models", "distributed",

@@ -4,6 +4,8 @@
 nn, optim, data, fx and compile.
 """
 
+import numbers as _numbers
+
 import numpy as _np
 
 from ._collector import CollectorPaused as _CollectorPaused
@@ -142,9 +144,17 @@ def numel(input) -> int:
 
 
 def result_type(tensor1, tensor2) -> dtype:
-    """The dtype an operation on the two operands produces."""
+    """The dtype an operation on the two operands produces (each a tensor or a number)."""
     from ._dtype import result_type as _rt
 
+    if not isinstance(tensor1, (Tensor, _numbers.Number)) or \
+            not isinstance(tensor2, (Tensor, _numbers.Number)):
+        from ._functions import _args  # (PyTorch's parser's listing of its overloads)
+
+        _args.parsed("result_type", _args.Overloads((), (
+            "Tensor tensor, Tensor other", "Number scalar, Tensor tensor",
+            "Tensor tensor, Number other", "Number scalar1, Number scalar2")),
+            None, (tensor1, tensor2), {}, True)
     return _rt(tensor1, tensor2)
 
 
@@ -178,7 +188,8 @@ from . import _out  # noqa: E402
 # `import fusegrad.nn.functional` and unpickling all reach them through `__getattr__`
 # or the ordinary import system.
 _LAZY_MODULES = frozenset({
-    "__future__", "_dynamo", "_inductor", "_logging", "accelerator", "amp", "backends",
+    "__future__", "_dynamo", "_inductor", "_logging", "_subclasses", "accelerator", "amp",
+    "backends",
     "compiler", "cpu",
     "cuda", "func", "export",
     "datasets", "distributed", "distributions", "fft", "futures", "fx", "hub", "jit", "linalg",

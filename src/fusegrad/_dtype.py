@@ -14,6 +14,8 @@ import sys
 
 import numpy as np
 
+from . import _type_names
+
 BOOL, INT, FLOAT, COMPLEX = 0, 1, 2, 3
 # Categories at or above FLOAT are differentiable (`category >= FLOAT`: one comparison on the
 # recording path whether the tensor is real or complex).
@@ -297,17 +299,20 @@ def _dtype_argument(caller: str, name: str, position: int, d) -> dtype:
     """`d` as a dtype (a Python number type read as one), or PyTorch's error."""
     d = as_dtype(d)
     if not isinstance(d, dtype):
-        raise TypeError(f"{caller}(): argument '{name}' (position {position}) must be "
-                        f"torch.dtype, not {type(d).__name__}")
+        # (the position unless the call named the argument: read from the call's code)
+        at = "" if name in _type_names.call_keywords(2) else f" (position {position})"
+        raise TypeError(f"{caller}(): argument '{name}'{at} must be torch.dtype, not "
+                        f"{type(d).__name__}")
     return d
 
 
-def promote_types(a: dtype, b: dtype) -> dtype:
-    """PyTorch's `promote_types`: the smallest dtype both `a` and `b` convert to safely."""
-    if a.__class__ is not dtype or b.__class__ is not dtype:  # bfloat16's class, `float`
-        a = _dtype_argument("promote_types", "type1", 1, a)
-        b = _dtype_argument("promote_types", "type2", 2, b)
-    return _promote(a, b)
+def promote_types(type1: dtype, type2: dtype) -> dtype:
+    """PyTorch's `promote_types`: the smallest dtype both `type1` and `type2` convert to
+    safely."""
+    if type1.__class__ is not dtype or type2.__class__ is not dtype:  # bfloat16's, `float`
+        type1 = _dtype_argument("promote_types", "type1", 1, type1)
+        type2 = _dtype_argument("promote_types", "type2", 2, type2)
+    return _promote(type1, type2)
 
 
 def scalar_dtype(value) -> dtype:
@@ -384,10 +389,12 @@ def default_np(category: int):
     return defaults.float.np if category == FLOAT else np.dtype(np.int64)
 
 
-def can_cast(src: dtype, dst: dtype) -> bool:
+def can_cast(from_: dtype, to: dtype) -> bool:
     """PyTorch's `can_cast`: no float to integer, and nothing but bool to bool."""
-    if src.__class__ is type or dst.__class__ is type:  # `can_cast(float, int)`
-        src, dst = as_dtype(src), as_dtype(dst)
+    if from_.__class__ is not dtype or to.__class__ is not dtype:  # `can_cast(float, int)`
+        from_ = _dtype_argument("can_cast", "from_", 1, from_)
+        to = _dtype_argument("can_cast", "to", 2, to)
+    src, dst = from_, to
     if src.category > dst.category and src.category >= FLOAT:
         return False
     return not (dst.category == BOOL and src.category != BOOL)

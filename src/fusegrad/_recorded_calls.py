@@ -44,6 +44,7 @@ from ._recording import (
     sync_view,
     view_requires_grad,
 )
+from ._shapes import empty_laid as _empty_laid
 from ._tensor import Tensor
 from .autograd.grad_mode import check_inference_save
 
@@ -230,6 +231,8 @@ def _call_tensors(op, a, b):
                 (bd := b._data).__class__ is _ndarray and \
                 ((nt := ad.dtype) is _F32 or nt is _F64) and bd.dtype is nt:
             out = uf(ad, bd)
+            if not out.size:  # (NumPy's zero strides: PyTorch's iterator orders the dims)
+                out = _empty_laid(out, ad, bd)
         else:
             out = op.kernel(a._data, b._data)
     except (ValueError, IndexError, TypeError):
@@ -477,6 +480,8 @@ def _call_binary(op, a, b):
                 ((nt := ad.dtype) is _F32 or nt is _F64) and \
                 (b.__class__ is float or b.__class__ is int):
             out = uf(ad, b)
+            if not out.size:  # (NumPy's zero strides: PyTorch's iterator orders the dims)
+                out = _empty_laid(out, ad, b)
         else:
             out = op.kernel(ad, b)
     except (ValueError, IndexError, TypeError):
@@ -1338,6 +1343,8 @@ def make_calls(call, call_slow):
                         (bd := b._data).__class__ is _ndarray and \
                         ((nt := ad.dtype) is _F32 or nt is _F64) and bd.dtype is nt:
                     out = uf(ad, bd)
+                    if not out.size:  # (NumPy's zero strides: PyTorch's iterator orders the dims)
+                        out = _empty_laid(out, ad, bd)
                 else:
                     out = op.kernel(a._data, b._data)
             except (ValueError, IndexError, TypeError):
@@ -1582,6 +1589,8 @@ def make_calls(call, call_slow):
                     ((nt := ad.dtype) is _F32 or nt is _F64) and \
                     (b.__class__ is float or b.__class__ is int):
                 out = uf(ad, b)
+                if not out.size:  # (NumPy's zero strides: PyTorch's iterator orders the dims)
+                    out = _empty_laid(out, ad, b)
             else:
                 out = op.kernel(ad, b)
         except (ValueError, IndexError, TypeError):
@@ -1952,6 +1961,8 @@ def make_operator(op, protocol, fast):
                         (bd := b._data).__class__ is _ndarray and \
                         ((nt := ad.dtype) is _F32 or nt is _F64) and bd.dtype is nt:
                     out = uf(ad, bd)
+                    if not out.size:  # (NumPy's zero strides: PyTorch's iterator orders the dims)
+                        out = _empty_laid(out, ad, bd)
                 else:
                     out = op.kernel(a._data, b._data)
             except (ValueError, IndexError, TypeError):
@@ -2196,6 +2207,8 @@ def make_operator(op, protocol, fast):
                     ((nt := ad.dtype) is _F32 or nt is _F64) and \
                     (b.__class__ is float or b.__class__ is int):
                 out = uf(ad, b)
+                if not out.size:  # (NumPy's zero strides: PyTorch's iterator orders the dims)
+                    out = _empty_laid(out, ad, b)
             else:
                 out = op.kernel(ad, b)
         except (ValueError, IndexError, TypeError):
@@ -2393,6 +2406,8 @@ def make_matrix_operator(op, protocol, fast):
                     (bd := b._data).__class__ is _ndarray and \
                     ((nt := ad.dtype) is _F32 or nt is _F64) and bd.dtype is nt:
                 out = uf(ad, bd)
+                if not out.size:  # (NumPy's zero strides: PyTorch's iterator orders the dims)
+                    out = _empty_laid(out, ad, bd)
             else:
                 out = op.kernel(a._data, b._data)
         except (ValueError, IndexError, TypeError):

@@ -100,6 +100,7 @@ from ._recording import (
     sync_view,
     view_requires_grad,
 )
+from ._shapes import empty_laid as _empty_laid
 from ._tensor import Tensor
 from .autograd.grad_mode import check_inference_save
 '''
@@ -456,6 +457,8 @@ UFUNC = {
                 (bd := b._data).__class__ is _ndarray and \\
                 ((nt := ad.dtype) is _F32 or nt is _F64) and bd.dtype is nt:
             out = uf(ad, bd)
+            if not out.size:  # (NumPy's zero strides: PyTorch's iterator orders the dims)
+                out = _empty_laid(out, ad, bd)
         else:
             out = op.kernel(a._data, b._data)''',
     "TN": '''\
@@ -466,6 +469,8 @@ UFUNC = {
                 ((nt := ad.dtype) is _F32 or nt is _F64) and \\
                 (b.__class__ is float or b.__class__ is int):
             out = uf(ad, b)
+            if not out.size:  # (NumPy's zero strides: PyTorch's iterator orders the dims)
+                out = _empty_laid(out, ad, b)
         else:
             out = op.kernel(ad, b)''',
 }

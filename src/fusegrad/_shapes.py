@@ -242,8 +242,12 @@ def iterator_strides(shape, operands, scalars: bool = False) -> tuple:
     (`scalars`: a number or 0-d operand takes part too). Operands all of the result's shape
     (no number among them) take its fast setup: all contiguous gives row-major strides, all
     channels_last those of channels_last, all dense with the same strides those strides, size-1
-    dims' included. Otherwise the dims are sorted (`iterator_perm`)."""
+    dims' included (an empty tensor is contiguous whatever its strides). Otherwise the dims
+    are sorted (`iterator_perm`) and each stride is the product of the sizes inside it, a
+    size 0 too (`zeros(3, 0, 2).permute(1, 2, 0) + 1` has strides (2, 1, 0))."""
     if not scalars and operands and all(tuple(s) == tuple(shape) for s, _ in operands):
+        if 0 in shape:
+            return contiguous_strides(shape)
         every = range(len(shape))
         if all(is_dense_in(shape, st, every) for _, st in operands):
             return contiguous_strides(shape)
@@ -259,8 +263,19 @@ def iterator_strides(shape, operands, scalars: bool = False) -> tuple:
     acc = 1
     for d in perm:
         out[d] = acc
-        acc *= max(shape[d], 1)
+        acc *= shape[d]
     return tuple(out)
+
+
+def empty_laid(out: np.ndarray, *operands) -> np.ndarray:
+    """`out`, an empty result of an elementwise op over `operands` (arrays, and numbers that
+    take part as 0-d operands), seen with the strides TensorIterator gives it: NumPy's new
+    empty array has zero strides, read as contiguous, where PyTorch's iterator orders the
+    dims over operands that differ in shape (`zeros(0, 3).t() + 1` has strides (1, 3))."""
+    arrays = [a for a in operands if a.__class__ is np.ndarray]
+    want = iterator_strides(out.shape, [(a.shape, elem_strides(a)) for a in arrays],
+                            scalars=len(arrays) < len(operands))
+    return strided_empty(out, want)
 
 
 def iterator_layout(out: np.ndarray, *operands) -> np.ndarray:

@@ -94,13 +94,16 @@ def is_int_argument(value) -> bool:
 def int_list_error(value, name: str, param: str, position: int | None) -> TypeError | None:
     """PyTorch's parser's TypeError for `value` given by position (None: by keyword) for an
     `int[]` parameter (one int or a sequence of them), or None when it reads as one: a first
-    element that is no int is named as an element of the tuple, a later one as a failure to
-    unpack it (where a bool is taken as an int)."""
+    element that is no int is named as an element of the tuple (by keyword: the sequence
+    is named, `not list`), a later one as a failure to unpack it (where a bool is taken as
+    an int)."""
     at = "" if position is None else f" (position {position})"
     where = f"{name}(): argument '{param}'{at} must be tuple of ints"
     if isinstance(value, (list, tuple)):
         for i, item in enumerate(value):
             if i == 0 and not is_int_argument(item):
+                if position is None:
+                    return TypeError(f"{where}, not {python_type_name(value)}")
                 return TypeError(f"{where}, but found element of type "
                                  f"{python_type_name(item)} at pos 0")
             if not hasattr(type(item), "__index__") or (

@@ -24,6 +24,7 @@ import inspect
 import warnings
 from _thread import _local as _thread_local  # threading.local, without importing threading
 
+from . import _type_names
 from ._device import device as _device_cls
 from ._dtype import PYTHON_TYPES
 from ._dtype import dtype as _dtype_cls
@@ -325,6 +326,10 @@ def _implementation(fn, args: tuple, kwargs: dict):
             return fn(*args, **kwargs)
     args, kwargs = python_dtypes(fn, args, kwargs)
     return fn(*args, **kwargs)
+
+
+# (it passes the call on: the keywords a parser message names are those of its `kwargs`)
+_type_names.PASSING_CODES.add(_implementation.__code__)
 
 
 def python_dtypes(fn, args: tuple, kwargs: dict) -> tuple[tuple, dict]:

@@ -216,9 +216,7 @@ from .shape import (
     moveaxis,
     movedim,
     narrow,
-    permute,
     repeat,
-    reshape,
     roll,
     select,
     split,
@@ -239,6 +237,12 @@ from .shape import (
     unsqueeze,
     view,
     vstack,
+)
+from .shape import (
+    permute_function as permute,
+)
+from .shape import (
+    reshape_function as reshape,
 )
 
 # isort: split

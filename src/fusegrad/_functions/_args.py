@@ -180,10 +180,9 @@ def int_list_argument(value, name: str, param: str, index: int):
     after `input`), or PyTorch's parser's TypeError (`int_list_error`), its position counted
     as the caller's caller was called (`called_as_method`)."""
     if int_list_error(value, name, param, index) is not None:
-        method = called_as_method(2)
-        if method and param in call_keywords(2):
+        if param in call_keywords(2):
             raise int_list_error(value, name, param, None)
-        raise int_list_error(value, name, param, index if method else index + 1)
+        raise int_list_error(value, name, param, index if called_as_method(2) else index + 1)
     return value
 
 

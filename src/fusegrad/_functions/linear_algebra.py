@@ -7,10 +7,13 @@ from __future__ import annotations
 import builtins
 import numbers
 
+import numpy as np
+
 from .. import _autocast, _dtype
 from .._autocast import active as _autocast_active
 from .._dispatch import call, call2
 from .._scalar_conversion import not_implemented_for
+from .._shapes import iterator_layout
 from .._tensor import Tensor
 from ..ops import linalg as L
 from ..ops import pointwise as P
@@ -18,7 +21,7 @@ from ..ops import shape as S
 from ..ops._util import wrap_dim
 from .pointwise import add, mul
 from .reduction import sum
-from .shape import _prod, diagonal, expand, permute, reshape
+from .shape import _prod, diagonal, permute, reshape, unsqueeze
 
 # ---------------------------------------------------------------- linear algebra
 
@@ -269,6 +272,9 @@ def einsum(equation, *operands):
     else:
         out_spec = _expand_ellipsis(out_spec, None, width)
     terms = [_einsum_prepare(t, s) for t, s in zip(operands, specs)]
+    # PyTorch aligns every operand to one order of letters: the output's, then the others
+    # in their character order; the products' layouts follow it.
+    letters = out_spec + "".join(sorted({c for _, s in terms for c in s} - set(out_spec)))
     t, s = terms[0]
     if len(terms) == 1:
         # One operand: put the kept letters first, in output order (a permute, as PyTorch
@@ -278,7 +284,7 @@ def einsum(equation, *operands):
         s = "".join(s[i] for i in order)
     for k in range(1, len(terms)):
         later = "".join(x for _, x in terms[k + 1:])
-        t, s = _einsum_pair(t, s, terms[k][0], terms[k][1], out_spec + later,
+        t, s = _einsum_pair(t, s, terms[k][0], terms[k][1], out_spec + later, letters,
                             len(terms) == 2)
     # Sum what the output does not keep, then order the remaining letters.
     drop = [i for i, c in enumerate(s) if c not in out_spec]
@@ -418,15 +424,21 @@ def _einsum_prepare(t, s):
     return t, s
 
 
-def _first_kept(letters: list, out_spec: str) -> int:
-    """Where the first of `letters` that the output keeps stands in it (its length: none)."""
-    return next((out_spec.index(c) for c in letters if c in out_spec), len(out_spec))
+def _aligned(t, s: str, letters: list):
+    """Operand `t` (its dims lettered `s`) with a dim for each of `letters`, in their order:
+    as PyTorch aligns it, a size-1 dim (stride 1) appended for each letter it lacks, then
+    permuted."""
+    for c in letters:
+        if c not in s:
+            t = unsqueeze(t, t.ndim)
+            s += c
+    return permute(t, [s.index(c) for c in letters])
 
 
-def _einsum_pair(a, sa, b, sb, out_spec, only_pair: bool = False):
+def _einsum_pair(a, sa, b, sb, out_spec, order: str, only_pair: bool = False):
     """Contract two operands: letters in both and kept are batch dims, letters in both and not
-    kept are summed by a bmm; the others stay free. `only_pair`: the einsum's only two
-    operands."""
+    kept are summed by a bmm; the others stay free. `order`: the einsum's order of letters;
+    `only_pair`: the einsum's only two operands."""
     # Sum letters that appear only in one operand and not in the output early.
     for t_name in ("a", "b"):
         t, s, other = (a, sa, sb) if t_name == "a" else (b, sb, sa)
@@ -434,6 +446,14 @@ def _einsum_pair(a, sa, b, sb, out_spec, only_pair: bool = False):
         drop = [i for i, c in enumerate(s)
                 if c not in other and c not in out_spec and t.shape[i] != 1]
         if drop:
+            # (summed in the einsum's order of letters, as PyTorch sums its aligned operands:
+            # the sum's row-major result is laid out in that order)
+            aligned = sorted(range(len(s)), key=lambda i: order.index(s[i]))
+            if aligned != list(range(len(s))):
+                t = permute(t, aligned)
+                s = "".join(s[i] for i in aligned)
+                drop = [i for i, c in enumerate(s)
+                        if c not in other and c not in out_spec and t.shape[i] != 1]
             t = sum(t, drop)
             s = "".join(c for i, c in enumerate(s) if i not in drop)
         if t_name == "a":
@@ -459,21 +479,35 @@ def _einsum_pair(a, sa, b, sb, out_spec, only_pair: bool = False):
         for i, c in enumerate(s):
             # (a size of 1 broadcasts against the other operand's; 0 does not become 1)
             size[c] = t.shape[i] if size.get(c, 1) == 1 else size[c]
-    if not contract:  # nothing to sum: a broadcast product (PyTorch records a mul)
-        a = permute(a, [sa.index(c) for c in batch + fa])
-        b = permute(b, [sb.index(c) for c in batch + fb])
-        a = reshape(a, tuple(a.shape) + (1,) * len(fb))
-        b = reshape(b, tuple(b.shape[:len(batch)]) + (1,) * len(fa) + tuple(b.shape[len(batch):]))
-        return mul(a, b), "".join(batch + fa + fb)
-    if only_pair and _first_kept(fb, out_spec) < _first_kept(fa, out_spec):
-        # PyTorch's product of two operands puts the free dims the output names first first:
-        # the operands change places, so the result's strides are PyTorch's (`ij,jk->ki` is
-        # contiguous). (Its pairs of more operands order their dims otherwise.)
-        a, sa, fa, b, sb, fb = b, sb, fb, a, sa, fa
-    a = expand(permute(a, [sa.index(c) for c in batch + fa + contract]),
-               tuple(size[c] for c in batch + fa + contract))
-    b = expand(permute(b, [sb.index(c) for c in batch + contract + fb]),
-               tuple(size[c] for c in batch + contract + fb))
+    letters = sorted(set(sa) | set(sb), key=order.index)
+    if not contract:  # nothing to sum: a broadcast product (PyTorch records a mul) of the
+        # operands aligned to the einsum's order, whose iterator lays the result out
+        a, b = _aligned(a, sa, letters), _aligned(b, sb, letters)
+        r = mul(a, b)
+        if r._data.__class__ is np.ndarray:  # (eager: the product kept NumPy's order)
+            r._data = iterator_layout(r._data, a._data, b._data)
+        return r, "".join(letters)
+    # PyTorch's product lays out the kept dims by their sizes, each group in the einsum's
+    # order: those of a size above 1 in both (batch), in the left operand only, the rest
+    # (right); a size-1 dim of one operand is left out of its matrices. Where every right
+    # dim comes before every left one in that order, the operands change places, so that
+    # the product is laid out as the order asks (`ij,jk->ki` is contiguous).
+    def wide(t, s, c):
+        return c in s and t.shape[s.index(c)] != 1
+
+    kept = [c for c in letters if c not in contract]
+    batch = [c for c in kept if wide(a, sa, c) and wide(b, sb, c)]
+    fa = [c for c in kept if c not in batch and wide(a, sa, c)]
+    fb = [c for c in kept if c not in batch and c not in fa]
+    if only_pair and fa and fb and order.index(fb[-1]) < order.index(fa[0]):
+        a, sa, b, sb = b, sb, a, sa
+        fa = [c for c in kept if c not in batch and wide(a, sa, c)]
+        fb = [c for c in kept if c not in batch and c not in fa]
+    rest_a = [c for c in sa if c not in batch + fa + contract]
+    rest_b = [c for c in sb if c not in batch + contract + fb]
+    a = permute(a, [sa.index(c) for c in batch + fa + contract + rest_a])
+    b = permute(b, [sb.index(c) for c in batch + contract + fb if c in sb] +
+                [sb.index(c) for c in rest_b])
     nb = _prod([size[c] for c in batch])
     m = _prod([size[c] for c in fa])
     k = _prod([size[c] for c in contract])

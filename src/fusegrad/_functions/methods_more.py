@@ -12,7 +12,7 @@ import warnings
 import numpy as np
 
 from .._dispatch import call
-from .._tensor import Tensor
+from .._tensor import Tensor, int_list_error
 from .._torch_function import warning_stacklevel
 from .._type_names import python_type_name
 from ..ops import linalg as L
@@ -137,10 +137,17 @@ def _map2_(self: Tensor, x: Tensor, y: Tensor, callable) -> Tensor:  # noqa: A00
 def _new_empty_strided(self: Tensor, size, stride, *, dtype=None, layout=None, device=None,
                        requires_grad: bool = False, pin_memory: bool = False) -> Tensor:
     """`empty_strided(size, stride)` with self's dtype unless given."""
-    from .utilities import empty_strided
+    from .utilities import empty_strided, strided_arguments
+
+    if not isinstance(size, (list, tuple)) or not isinstance(stride, (list, tuple)) or \
+            int_list_error(size, "", "", 1) or int_list_error(stride, "", "", 2):
+        strided_arguments("new_empty_strided", size, stride)
 
     return empty_strided(size, stride, dtype=dtype or self.dtype, device=device,
                          requires_grad=requires_grad)
+
+
+_new_empty_strided.__name__ = _new_empty_strided.__qualname__ = "new_empty_strided"
 
 
 def _resize(self: Tensor, *sizes) -> Tensor:

@@ -5,11 +5,14 @@ sin, ..., erf, floor), clamp, where, remainder, lerp, addcmul (their aliases, `m
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as _np
 
 from .. import _dtype
 from .._dispatch import call, call1
 from .._tensor import Tensor
+from .._type_names import python_type_name
 from ..ops import REGISTRY
 from ..ops import arithmetic as A
 from ..ops import pointwise as P
@@ -193,12 +196,26 @@ def round_(self, *, decimals=None):
 
 def nan_to_num(input, nan=0.0, posinf=None, neginf=None, *, out=None):
     """Replace NaN, +inf and -inf with finite numbers."""
+    if nan.__class__ is not float or posinf is not None or neginf is not None:
+        _nan_to_num_arguments("nan_to_num", nan, posinf, neginf, _args.called_as_method())
     return call(P.nan_to_num, input, nan, posinf, neginf)
 
 
 def nan_to_num_(self, nan=0.0, posinf=None, neginf=None):
     """In-place nan_to_num."""
+    if nan.__class__ is not float or posinf is not None or neginf is not None:
+        _nan_to_num_arguments("nan_to_num_", nan, posinf, neginf, True)
     return call(P.nan_to_num_, self, nan, posinf, neginf)
+
+
+def _nan_to_num_arguments(name: str, nan, posinf, neginf, method: bool) -> None:
+    """PyTorch's parser's TypeError for a replacement that is no real number (`float?`)."""
+    for position, param, value in ((2, "nan", nan), (3, "posinf", posinf),
+                                   (4, "neginf", neginf)):
+        if value is not None and not isinstance(value, (numbers.Real, _np.bool_, Tensor)):
+            at = "" if param in _args.call_keywords(2) else f" (position {position - method})"
+            raise TypeError(f"{name}(): argument '{param}'{at} must be float, not "
+                            f"{python_type_name(value)}")
 
 
 def atan2(input, other, *, out=None):

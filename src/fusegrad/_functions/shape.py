@@ -30,6 +30,9 @@ from .inplace import clone, contiguous_format
 # ---------------------------------------------------------------- shapes and views
 
 
+_UNSET = object()  # (an argument not given: PyTorch's parser names the overloads)
+
+
 def _shape_args(shape) -> tuple:
     # (one size alone: an int, or a tensor read as one, never as a list of sizes)
     if len(shape) == 1 and shape[0].__class__ is not int and \
@@ -65,7 +68,7 @@ def _keyword_shape(caller: str, name: str, given: tuple, keyword) -> tuple:
         raise TypeError(f"{caller}() got multiple values for argument '{name}'")
     if not isinstance(keyword, (list, tuple)):
         raise _not_a_list(caller, name, keyword, None)
-    return (keyword,)
+    return (_args.int_list_parameter(keyword, caller, name, None),)
 
 
 def _not_a_list(caller: str, name: str, value, position: int | None) -> TypeError:
@@ -139,6 +142,38 @@ def permute(input, *order, dims=None):
     if dims is not None:
         order = _keyword_shape("permute", "dims", order, dims)
     return call(S.permute, input, _shape_args(order))
+
+
+def _one_list(caller: str, name: str, given: tuple, keyword) -> tuple:
+    """The one list of ints of a function (`torch.reshape(x, shape)`) whose method also takes
+    it spread out (`x.reshape(2, 3)`), given by position or by keyword: a bare int or more
+    than one argument is PyTorch's parser's TypeError. The methods keep their own path."""
+    if keyword is not _UNSET:
+        if given:
+            raise TypeError(f"{caller}() got multiple values for argument '{name}'")
+        return _keyword_shape(caller, name, (), keyword)
+    if len(given) != 1:
+        if not given:
+            raise _args.missing(caller, name)
+        raise TypeError(f"{caller}() takes 2 positional arguments but {len(given) + 1} were "
+                        "given")
+    if not isinstance(given[0], (list, tuple)):
+        raise _not_a_list(caller, name, given[0], 2)
+    return (_args.int_list_parameter(given[0], caller, name, 2),)
+
+
+def reshape_function(input, *given, shape=_UNSET):
+    """`torch.reshape(input, shape)`: `Tensor.reshape` with its sizes as one list."""
+    return reshape(input, *_one_list("reshape", "shape", given, shape))
+
+
+def permute_function(input, *given, dims=_UNSET):
+    """`torch.permute(input, dims)`: `Tensor.permute` with its dims as one list."""
+    return permute(input, *_one_list("permute", "dims", given, dims))
+
+
+reshape_function.__name__ = reshape_function.__qualname__ = "reshape"
+permute_function.__name__ = permute_function.__qualname__ = "permute"
 
 
 def transpose(input, dim0, dim1):
@@ -337,9 +372,6 @@ _MOVEDIM = _args.Overloads(
     ("Tensor input, int source, int destination",
      "Tensor input, int[] source, int[] destination"),
     ("int source, int destination", "int[] source, int[] destination"))
-
-
-_UNSET = object()  # (an argument not given: PyTorch's parser names the overloads)
 
 
 def _movedim(input, source, destination, method: bool, extra: tuple = (),
@@ -578,7 +610,7 @@ def _tensor_split_keyword(given: tuple, keywords: dict):
                     f"({got_text}), but expected one of:\n" + "\n".join(lines) + "\n")
 
 
-def tensor_split(input, indices_or_sections=None, dim=0, *, sections=None, indices=None,
+def tensor_split(input, indices_or_sections=None, dim=_UNSET, *, sections=None, indices=None,
                  tensor_indices_or_sections=None):
     """Views split at the given indices, or into `n` nearly equal parts (a 0-d tensor is a
     count, a 1-d one indices)."""
@@ -588,11 +620,11 @@ def tensor_split(input, indices_or_sections=None, dim=0, *, sections=None, indic
     if keywords:
         given = () if indices_or_sections is None else (indices_or_sections,)
         indices_or_sections = _tensor_split_keyword(given, keywords)
-    if not isinstance(indices_or_sections, (Tensor, numbers.Integral, list, tuple)):
-        args, kwargs = _args.as_called(("indices_or_sections", "dim"),
-                                       (indices_or_sections, dim), input=input)
-        if "dim" not in kwargs and dim.__class__ is int and dim == 0:
-            args = args[:-1]  # (taken for the default: a 0 given by position looks the same)
+    if not isinstance(indices_or_sections, (Tensor, numbers.Integral, list, tuple)) or (
+            dim is not _UNSET and (not isinstance(dim, numbers.Integral) or dim.__class__ is bool)):
+        given = ("indices_or_sections", "dim") if dim is not _UNSET else ("indices_or_sections",)
+        args, kwargs = _args.as_called(given, (indices_or_sections, dim)[:len(given)],
+                                       input=input)
         _args.parsed("tensor_split", _TENSOR_SPLIT, input, args, kwargs,
                      _args.called_as_method())
     if isinstance(indices_or_sections, Tensor):
@@ -605,6 +637,8 @@ def tensor_split(input, indices_or_sections=None, dim=0, *, sections=None, indic
                                "zero-dimensional or one-dimensional tensor, but got a tensor "
                                f"with {t.ndim} dims")
         indices_or_sections = t.tolist()
+    # (a default PyTorch's parser tells from a 0 given; a tensor given is its int)
+    dim = 0 if dim is _UNSET else _args.index(dim)
     if input.ndim == 0:
         raise RuntimeError("tensor_split expected at least a 1-dimensional tensor, but got a "
                            "tensor with 0 dims")

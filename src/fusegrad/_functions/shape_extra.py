@@ -132,6 +132,10 @@ def dsplit(input: Tensor, indices_or_sections):
 def diff(input: Tensor, n: int = 1, dim: int = -1, prepend=None, append=None, *,
          out=None) -> Tensor:
     """The n-th forward difference along `dim` (after joining `prepend` and `append`)."""
+    for position, param, value in ((4, "prepend", prepend), (5, "append", append)):
+        if value is not None and not isinstance(value, Tensor):  # (PyTorch's parser's check)
+            raise _args.not_a_tensor(value, "diff", param,
+                                     position - _args.called_as_method())
     if input.ndim == 0:
         raise RuntimeError("diff expects input to be at least one-dimensional")
     n = _args.index(n)

@@ -32,6 +32,7 @@ from .._scalar_conversion import checked_scalar, half_input
 from .._shapes import in_memory_order, memory_order, resize_shape
 from .._tensor import Size, Tensor, inference_tensor
 from .._torch_function import warning_stacklevel as _warning_stacklevel
+from .._type_names import python_type_name
 from ..ops import _parallel
 from ..ops import shape as S
 from ..ops import shape_extra as SX
@@ -243,9 +244,30 @@ def scalar_tensor(s, *, dtype=None, layout=None, device=None, pin_memory=None,
     return out.requires_grad_(True) if requires_grad else out
 
 
+def strided_arguments(name: str, size, stride, depth: int = 2) -> None:
+    """PyTorch's parser's TypeError for a `size` or `stride` of `empty_strided` or
+    `new_empty_strided` (the function `depth` frames up) that is no list of ints: both are
+    `int[]` parameters at positions 1 and 2 that take no bare int."""
+    for position, param, value in ((1, "size", size), (2, "stride", stride)):
+        error = _tensor.int_list_error(value, name, param, position)
+        if error is None and isinstance(value, (list, tuple)):
+            continue
+        if param in _args.call_keywords(depth):
+            position = None
+        error = _tensor.int_list_error(value, name, param, position)
+        if error is None:  # (a bare int)
+            at = "" if position is None else f" (position {position})"
+            error = TypeError(f"{name}(): argument '{param}'{at} must be tuple of ints, not "
+                              f"{python_type_name(value)}")
+        raise error
+
+
 def empty_strided(size, stride, *, dtype=None, layout=None, device=None,
                   requires_grad: bool = False, pin_memory: bool = False) -> Tensor:
     """A tensor of `size` whose elements are laid out with `stride` (filled with zeros)."""
+    if not isinstance(size, (list, tuple)) or not isinstance(stride, (list, tuple)) or \
+            _tensor.int_list_error(size, "", "", 1) or _tensor.int_list_error(stride, "", "", 2):
+        strided_arguments("empty_strided", size, stride)
     device = _check_device(device)
     size, stride = tuple(int(s) for s in size), tuple(int(s) for s in stride)
     check_sizes(size)  # PyTorch's error for a negative size (before the strides' check)

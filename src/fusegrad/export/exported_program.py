@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import textwrap
 from typing import Any, NamedTuple
 
 from .._tensor import Tensor
@@ -168,10 +167,11 @@ class ExportedProgram:
         return run_decompositions(self, decomp_table)
 
     def __str__(self) -> str:
-        code = self._graph_module.print_readable(print_output=False)
-        sig = textwrap.indent(str(self._graph_signature), "    ")
-        return ("ExportedProgram:\n" + textwrap.indent(code, "    ") + "\n"
-                + "Graph signature: \n" + sig + "\nRange constraints: {}\n")
+        # Every line is indented, blank ones included, as torch.export prints.
+        code = self._graph_module.print_readable(print_output=False).replace("\n", "\n    ")
+        sig = str(self._graph_signature).replace("\n", "\n    ")
+        return ("ExportedProgram:\n    " + code + "\n" + "Graph signature: \n    " + sig
+                + "\nRange constraints: {}\n")
 
     __repr__ = __str__
 

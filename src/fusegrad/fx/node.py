@@ -11,6 +11,8 @@ import operator
 from collections.abc import Callable
 from typing import Any
 
+from .immutable_collections import immutable_dict, immutable_list
+
 OPCODES = ("placeholder", "get_attr", "call_function", "call_method", "call_module", "output")
 
 # How a Python operator prints in a node's format and in generated code.
@@ -41,6 +43,20 @@ def map_aggregate(a: Any, fn: Callable[[Any], Any]) -> Any:
         return slice(map_aggregate(a.start, fn), map_aggregate(a.stop, fn),
                      map_aggregate(a.step, fn))
     return fn(a)
+
+
+def _freeze(a: Any) -> Any:
+    # `a` with every list and dict inside it made an immutable_list or immutable_dict.
+    if isinstance(a, tuple):
+        items = [_freeze(x) for x in a]
+        return type(a)(*items) if _is_namedtuple(a) else tuple(items)
+    if isinstance(a, list):
+        return immutable_list(_freeze(x) for x in a)
+    if isinstance(a, dict):
+        return immutable_dict((k, _freeze(v)) for k, v in a.items())
+    if isinstance(a, slice):
+        return slice(_freeze(a.start), _freeze(a.stop), _freeze(a.step))
+    return a
 
 
 def map_arg(a: Any, fn: Callable[[Node], Any]) -> Any:
@@ -122,7 +138,7 @@ class Node:
         self.users: dict[Node, None] = {}
         self._input_nodes: dict[Node, None] = {}
         self._args: tuple = ()
-        self._kwargs: dict = {}
+        self._kwargs: dict = immutable_dict()
         self._prev: Node = self
         self._next: Node = self
         self._erased = False
@@ -151,8 +167,10 @@ class Node:
     def _update_args_kwargs(self, args, kwargs) -> None:
         for old in self._input_nodes:
             old.users.pop(self, None)
-        self._args = tuple(map_aggregate(args, lambda x: x)) if args is not None else ()
-        self._kwargs = dict(kwargs) if kwargs else {}
+        # Lists and dicts are kept immutable (as torch.fx keeps them): changing one in place
+        # would leave the use lists stale.
+        self._args = tuple(_freeze(args)) if args is not None else ()
+        self._kwargs = _freeze(dict(kwargs)) if kwargs else immutable_dict()
         self._input_nodes = _collect_nodes(self._args, self._kwargs)
         for n in self._input_nodes:
             n.users.setdefault(self, None)

@@ -10,24 +10,12 @@ inserted just before the first user of the matched result, as torch.fx does.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from .graph import Graph
 from .node import Node
-
-
-@dataclass
-class InternalMatch:
-    """A match as match filters see it: `anchors` (the pattern's result nodes), `nodes_map`
-    (pattern node -> graph node or value), `placeholder_nodes` (what the pattern's inputs
-    bound to) and `returning_nodes` (the graph nodes that give the pattern's results)."""
-
-    anchors: list
-    nodes_map: dict = field(default_factory=dict)
-    placeholder_nodes: list = field(default_factory=list)
-    returning_nodes: list = field(default_factory=list)
-    name_node_map: dict = field(default_factory=dict)
+from .passes.utils.matcher_utils import InternalMatch
 
 
 @dataclass

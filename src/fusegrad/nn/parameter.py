@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dispatch, _dtype, _meta
+from .._fake import FakeTensor
 from .._tensor import TENSOR_REPR_CLASSES, Tensor
 from .._torch_function import _disabled_torch_function_impl
 
@@ -80,6 +81,14 @@ class Parameter(Tensor):
                 p._set_requires_grad(True, "Only Tensors of floating point and complex dtype "
                                            "can require gradients")
             return p
+        if isinstance(data, FakeTensor) and cls is Parameter:
+            p = _FakeParameter._make_fake(data.shape, data._dtype, data.stride(),
+                                          data.storage_offset())
+            p._vc = data._vc
+            if requires_grad:
+                p._set_requires_grad(True, "Only Tensors of floating point and complex dtype "
+                                           "can require gradients")
+            return p
         p = cls._make(data._data, data._dtype)
         p._vc = data._vc
         if requires_grad:
@@ -141,6 +150,28 @@ class _MetaParameter(_meta.MetaTensor, Parameter):
 
 
 _MetaParameter.__name__ = _MetaParameter.__qualname__ = "Parameter"
+
+
+class _FakeParameter(FakeTensor, Parameter):
+    """A Parameter made from a fake tensor (a module built under FakeTensorMode): a fake
+    tensor that registers on Modules as parameters do. Named FakeTensor, as PyTorch's is."""
+
+    __slots__ = ()
+
+    def __repr__(self, *, tensor_contents=None) -> str:
+        return f"Parameter({FakeTensor.__repr__(self)})"
+
+    __str__ = __repr__
+
+    def __deepcopy__(self, memo):
+        if id(self) in memo:
+            return memo[id(self)]
+        p = Parameter(FakeTensor._make_fake(self._fshape, self._dtype), self._rg)
+        memo[id(self)] = p
+        return p
+
+
+_FakeParameter.__name__ = _FakeParameter.__qualname__ = "FakeTensor"
 
 
 def _rebuild_meta_parameter(shape: tuple, dtype_name: str, strides: tuple,

@@ -28,6 +28,7 @@ from .._shapes import (  # noqa: F401  (the op entries' helpers, with the shape 
     dense_order,
     dense_strides,
     elem_strides,
+    empty_laid,
     in_memory_order,
     infer_dense_strides,
     is_dense_in,
@@ -158,7 +159,8 @@ def binary_kernel(ufunc, *, to_float: bool = False, compare: bool = False,
             if dt is F32 or dt is F64:
                 cls = b.__class__
                 if (cls is _nd and b.dtype is dt) or cls is float or cls is int:
-                    return ufunc(a, b)  # (NumPy's order: see `_iterator_laid`)
+                    out = ufunc(a, b)  # (NumPy's order: see `_iterator_laid`)
+                    return out if out.size else empty_laid(out, a, b)
             if b.__class__ is _nd and b.dtype is dt:
                 pass
             else:
@@ -198,6 +200,17 @@ def _iterator_laid(out, a, b, dt=None):
                                (b.__class__ is _nd and b.dtype != dt)):
             return _promoted_layout(out, (a, b), dt)
         return iterator_layout(out, a, b)
+    if out.__class__ is _nd and not out.size:
+        return empty_laid(out, a, b)
+    return out
+
+
+def laid_if_empty(out, *operands):
+    """`out`, an elementwise result over `operands` (arrays, and numbers that take part as
+    0-d operands), with the strides PyTorch's iterator gives it when it is empty
+    (`_shapes.empty_laid`); any other `out` as it is."""
+    if out.__class__ is _nd and not out.size:
+        return empty_laid(out, *operands)
     return out
 
 
@@ -211,6 +224,8 @@ def iterator_ordered(kernel, operands: int = 2):
     def ordered(*args, **kwargs):
         out = kernel(*args, **kwargs)
         given = args[:operands]
+        if out.__class__ is _nd and not out.size:  # (a number among them is an operand too)
+            return empty_laid(out, *given)
         if out.__class__ is _nd and any(x.__class__ is _nd and not x.flags.c_contiguous
                                         for x in given):
             return iterator_laid(out, *given, dt=result_np(*given))
@@ -260,6 +275,8 @@ def iterator_laid(out, *operands, dt: np.dtype | None = None, keep: int = -1):
         if a.__class__ is _nd and not a.flags.c_contiguous:
             break
     else:
+        if out.__class__ is _nd and not out.size:  # (numbers are no operands here)
+            return empty_laid(out, *[a for a in operands if a.__class__ is _nd])
         return out
     if out.__class__ is not _nd:
         return out

@@ -35,6 +35,7 @@ from ._util import (
     in_float32,
     iterator_laid,
     iterator_ordered,
+    laid_if_empty,
     not_implemented_for,
     rand_array,
     result_np,
@@ -193,7 +194,8 @@ def _add_kernel(ufunc):
             if dt is _F32 or dt is _F64:
                 cls = b.__class__
                 if (cls is _ndarray and b.dtype is dt) or cls is float or cls is int:
-                    return ufunc(a, b)
+                    out = ufunc(a, b)
+                    return out if out.size else laid_if_empty(out, a, b)
         if subtract:
             _check_sub(a, b)
         if a.__class__ is _ndarray and b.__class__ is _ndarray and a.dtype is _F32 and \
@@ -202,14 +204,15 @@ def _add_kernel(ufunc):
             # float32 tensors and a number (`p.add_(grad, alpha=-lr)`): the fused
             # multiply-add's single rounding through float64, where the product is exact.
             alpha = _F64.type(_F32.type(-alpha if subtract else alpha))
-            return np.add(np.multiply(b, alpha, dtype=_F64), a, dtype=_F64).astype(_F32)
+            return laid_if_empty(
+                np.add(np.multiply(b, alpha, dtype=_F64), a, dtype=_F64).astype(_F32), a, b)
         if alpha is _ONE and not (_is_complex(a) or _is_complex(b)):
             return base(a, b)
         rt = _dtype.result_type(a, b)
         _check_alpha(rt, alpha)
         if isinstance(alpha, np.generic):
             alpha = _dtype.python_scalar(alpha)
-        return _add_alpha(ufunc, a, b, alpha, rt.np)
+        return laid_if_empty(_add_alpha(ufunc, a, b, alpha, rt.np), a, b)
 
     kernel.ufunc = ufunc  # its fast path (alpha 1), which dispatch's recorders take themselves
     return kernel
@@ -508,8 +511,19 @@ pow_tensor = register(
     derivative=_pow_tt_derivative, save=lambda out, a, b: (a, b, out),
     samples=binary_samples(domain=(0.5, 2.0), scalars=()), tensor_args=(0, 1), onnx="Pow",
     saved_names=("self", "exponent", "result"))
+
+
+def _pow_scalar_kernel(s, e):
+    out = _pow_tt_kernel(s, e)
+    if out.__class__ is np.ndarray and not out.size:  # (an iterator over the exponent alone:
+        return np.empty(out.shape, out.dtype)  # an empty result is contiguous, NumPy's own)
+    return out
+
+
+_pow_scalar_kernel.ufunc = _int_power
+
 pow_scalar_base = register(
-    "pow.Scalar", kernel=_pow_tt_kernel, meta=_pow_tt_meta,
+    "pow.Scalar", kernel=_pow_scalar_kernel, meta=_pow_tt_meta,
     node="PowBackward2",
     derivative=_pow_scalar_base_derivative,
     save=lambda out, s, e: (s, out),

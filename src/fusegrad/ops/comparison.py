@@ -24,6 +24,7 @@ from ._util import (
     checked_scalar,
     dtype_of,
     iterator_laid,
+    laid_if_empty,
     not_implemented_for,
     rand_array,
     result_np,
@@ -90,6 +91,8 @@ def _where_kernel(cond, a, b):
         # dtype's (or float32's) range, an overflow error (the half types round to inf)
         a, b = (checked_scalar(x, dt) if x.__class__ in _NUMBER else x for x in (a, b))
     out = np.where(cond, a, b).astype(dt, copy=False)
+    if not out.size:  # (numbers are the iterator's operands too: wrapped as 0-d tensors)
+        return laid_if_empty(out, cond, a, b)
     if cond.flags.c_contiguous and (a.__class__ is not _ND or a.flags.c_contiguous) and \
             (b.__class__ is not _ND or b.flags.c_contiguous):
         return out  # (row-major operands: a row-major result, as PyTorch's)
@@ -383,7 +386,8 @@ def _bool_samples(rng, dtype):
 
 
 def _logical(name, ufunc, onnx=None):
-    op = register(name, kernel=lambda a, b: ufunc(a, b), meta=binary_meta(out_bool=True),
+    op = register(name, kernel=lambda a, b: laid_if_empty(ufunc(a, b), a, b),
+                  meta=binary_meta(out_bool=True),
                   differentiable=False, samples=_bool_samples, onnx=onnx,
                   tensors_only=("input", "other"))
     inplace_variant(op, name + "_", differentiable=False)
@@ -412,7 +416,7 @@ def _bitwise_kernel(ufunc, fname):
         if dt.kind not in "biu":
             name = _dtype.FROM_NP[dt].legacy
             raise not_implemented_for(f"{fname}_cpu", name)
-        return ufunc(as_dtype(a, dt), as_dtype(b, dt))
+        return laid_if_empty(ufunc(as_dtype(a, dt), as_dtype(b, dt)), a, b)
 
     return kernel
 

@@ -23,6 +23,7 @@ from ._onnx import cast, identity
 from ._util import (
     Spec,
     c_contiguous,
+    in_format,
     numel,
     rand_array,
     real_part_for,
@@ -137,7 +138,8 @@ def _flip_dims(dims, ndim):
 
 def _flip_kernel(a, dims):
     # In the input's memory order (PyTorch's flip of a transposed tensor stays transposed).
-    return np.flip(a, _flip_dims(dims, a.ndim) if a.ndim else ()).copy(order="K")
+    out = np.flip(a, _flip_dims(dims, a.ndim) if a.ndim else ()).copy(order="K")
+    return out if out.size else laid_like(out, a)  # (an empty one: `empty_like(a)`'s strides)
 
 
 flip = register(
@@ -166,9 +168,16 @@ def _roll_args(shifts, dims) -> tuple:
 
 def _roll_kernel(a, shifts, dims=()):
     shifts, dims = _roll_args(shifts, dims)
+    if not a.size and dims:  # (PyTorch's roll of an empty tensor along dims: its clone)
+        return laid_like(a.copy(), a)
     if not dims:
         return np.roll(a.reshape(-1), shifts[0]).reshape(a.shape)
     return np.roll(a, shifts, tuple(wrap_dim(d, a.ndim) for d in dims))
+
+
+def _contiguous_roll(a, shifts, dims=()):
+    out = _roll_kernel(a, shifts, dims)
+    return out if not out.size else in_format(out, None)
 
 
 def _roll_meta(a, shifts, dims=()):
@@ -184,7 +193,7 @@ def _roll_derivative(g, shifts, dims):
 
 
 roll = register(
-    "roll", kernel=c_contiguous(_roll_kernel), meta=_roll_meta, node="RollBackward0",
+    "roll", kernel=_contiguous_roll, meta=_roll_meta, node="RollBackward0",
     derivative=_roll_derivative, save=lambda out, a, shifts, dims=(): (shifts, dims),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), sh, d), name=f"{s} {sh} {d}")
                              for s, sh, d in (((3, 4), (1,), (0,)), ((3, 4), (2, -1), (1, 0)),

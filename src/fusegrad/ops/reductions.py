@@ -94,8 +94,9 @@ def row_major(out, a: np.ndarray):
     """`out`, a reduction of `a`, with a new tensor's row-major strides, as PyTorch allocates
     a reduction's result: NumPy's follows the memory order of a permuted `a` (a
     channels_last tensor's sum over its height was not viewable). A copy only for such an
-    `a`; one C-contiguous gives row-major results already."""
-    return out if a.flags.c_contiguous else in_format(out, None)
+    `a`, or an empty one (NumPy's flag says it is C-contiguous whatever its strides); one
+    C-contiguous gives row-major results already."""
+    return out if a.flags.c_contiguous and a.size else in_format(out, None)
 
 
 def _sum_kernel(a, dims, keepdim=False, dtype=None):

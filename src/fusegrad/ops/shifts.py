@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._util import as_dtype, not_implemented_for, result_np
+from ._util import as_dtype, laid_if_empty, not_implemented_for, result_np
 from .arithmetic import inplace_checks_first
 from .comparison import _bitwise_meta
 from .registry import Sample, inplace_variant, register
@@ -22,9 +22,9 @@ def _shift_kernel(left: bool, cpu_name: str):
         wide = s >= bits
         s_ok = np.where(wide, 0, s)
         if left:
-            return np.where(wide, 0, np.left_shift(x, s_ok)).astype(dt)
+            return laid_if_empty(np.where(wide, 0, np.left_shift(x, s_ok)).astype(dt), a, b)
         fill = np.where(x < 0, -1, 0) if dt.kind == "i" else 0
-        return np.where(wide, fill, np.right_shift(x, s_ok)).astype(dt)
+        return laid_if_empty(np.where(wide, fill, np.right_shift(x, s_ok)).astype(dt), a, b)
 
     return kernel
 

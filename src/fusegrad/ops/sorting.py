@@ -302,7 +302,7 @@ def _sort_kernel(a, dim=-1, descending=False, stable=True):
         values = np.take_along_axis(a, order, d)
     # PyTorch's results are laid out like `a`, size-1 dims' strides too (which NumPy's
     # C-contiguous flag ignores: a (1, 3) transposed from (3, 1) is "contiguous").
-    if a.size and (not a.flags.c_contiguous or 1 in a.shape):
+    if not a.size or not a.flags.c_contiguous or 1 in a.shape:  # (an empty one's too)
         return laid_like(values, a), laid_like(order, a)
     # (NumPy's argsort along a leading axis can return another layout)
     return np.ascontiguousarray(values), np.ascontiguousarray(order)
@@ -312,7 +312,7 @@ def _sort_meta(a, dim=-1, descending=False):
     _dim1(dim, len(a.shape))
     shape, strides = tuple(a.shape), tuple(a.stride())
     like = None  # (contiguous; symbolic sizes keep it)
-    if all(isinstance(n, int) for n in shape + strides) and 0 not in shape:
+    if all(isinstance(n, int) for n in shape + strides):
         like = like_strides(shape, strides)
     return [Spec(shape, a.dtype, like), Spec(shape, _dtype.int64, like)]
 

@@ -12,6 +12,7 @@ from ._util import (
     binary_meta,
     float_np,
     iterator_laid,
+    laid_if_empty,
     rand_array,
     result_np,
 )
@@ -36,9 +37,10 @@ def _xlogy_kernel(a, b):
         # number too: xlogy(x, 1e5) of float16 is x * log(inf))
         a, b = (np.asarray(x).astype(np.float32).astype(dt) for x in (a, b))
         return binary_kernel(lambda x, y: _xlogy_np(x, y, dt), to_float=True)(a, b)
-    # (its formula's temporaries leave NumPy's order: PyTorch's iterator's, as for lerp)
-    return iterator_laid(binary_kernel(_xlogy_np, to_float=True, real_only="xlogy_cpu")(a, b),
-                         a, b, dt=dt)
+    # (its formula's temporaries leave NumPy's order: PyTorch's iterator's, as for lerp; an
+    # empty result's over both operands, a number wrapped as one)
+    out = binary_kernel(_xlogy_np, to_float=True, real_only="xlogy_cpu")(a, b)
+    return iterator_laid(out, a, b, dt=dt) if out.size else laid_if_empty(out, a, b)
 
 
 def _xlogy_samples(rng, dt):

@@ -27,7 +27,7 @@ ALIASES: dict[str, str] = {
 _SAME_AS_FUNCTION = """
 add sub subtract mul multiply div divide true_divide neg negative reciprocal pow exp log sin cos
 tanh sigmoid sqrt abs absolute relu sign maximum clamp clip eq ne lt le gt ge sum mean amax
-softmax log_softmax mm bmm mv dot matmul view reshape permute transpose swapaxes swapdims t
+softmax log_softmax mm bmm mv dot matmul view transpose swapaxes swapdims t
 expand unsqueeze squeeze unbind select narrow as_strided clone contiguous add_ sub_ mul_ div_
 copy_ greater less greater_equal less_equal not_equal exp2 expm1 log2 log10 log1p rsqrt tan asin
 acos atan sinh cosh asinh acosh atanh erf erfc floor ceil trunc frac sgn isnan isinf isfinite
@@ -139,6 +139,9 @@ METHODS: dict[str, tuple[str, ...]] = {
     "norm": ("method", "_functions.methods._norm_method"),
     "count_nonzero": ("method", "_functions.reduction._count_nonzero_method"),
     "movedim": ("method", "_functions.shape._movedim_method"),
+    # (the functions take their sizes or dims as one list, the methods spread out too)
+    "reshape": ("method", "_functions.shape.reshape"),
+    "permute": ("method", "_functions.shape.permute"),
     "moveaxis": ("method", "_functions.shape._movedim_method"),
     "lu": ("method", "_functions.methods._lu_method"),
     "slice": ("method", "_functions.methods._slice_method"),

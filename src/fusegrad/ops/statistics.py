@@ -259,10 +259,19 @@ def _histc_kernel(a, bins=100, lo=0, hi=0):
         raise RuntimeError(f"torch.histogram(): bins must be > 0, but got {bins} for "
                            "dimension 0")
     lo, hi = float(lo), float(hi)
+    reduced = lo == hi and a.size > 1
     if lo == hi and a.size:
+        # (PyTorch's float32/float64 min starts from the dtype's largest finite value and
+        # its max from the lowest: an infinite end alone reads as those, `[-inf, -3.40282e+38]`)
         lo, hi = float(a.min()), float(a.max())
+        if a.dtype.itemsize >= 4 and not math.isnan(lo) and not math.isnan(hi):
+            big = float(np.finfo(a.dtype).max)
+            lo, hi = min(lo, big), max(hi, -big)
     if not (math.isfinite(lo) and math.isfinite(hi)):
-        raise RuntimeError(f"torch.histc: range of [{lo:g}, {hi:g}] is not finite")
+        # (PyTorch's vectorised min and max of several elements give a NaN its sign bit)
+        nan = "-nan" if reduced else "nan"
+        lo_text, hi_text = (nan if math.isnan(v) else f"{v:g}" for v in (lo, hi))
+        raise RuntimeError(f"torch.histc: range of [{lo_text}, {hi_text}] is not finite")
     if lo == hi:
         lo, hi = lo - 1, hi + 1
     if lo > hi:

@@ -11,6 +11,7 @@ import numpy as np
 
 from .. import _dtype
 from .._dispatch import call, save_result
+from .._shapes import laid_like
 from ..autograd.grad_mode import is_grad_enabled
 from . import _native, _parallel, _special_kernels, _workspace
 from . import _onnx as ox
@@ -580,6 +581,7 @@ def _nan_to_num_kernel(a, nan=None, posinf=None, neginf=None):
     if a.dtype.kind in "biu":
         return a.copy()
     dt = a.dtype
+    src = a
     if dt in HALF:  # replaced in float32 by the half type's own extremes, then rounded
         import ml_dtypes  # loaded already: a half type exists
 
@@ -590,6 +592,8 @@ def _nan_to_num_kernel(a, nan=None, posinf=None, neginf=None):
     out = np.nan_to_num(a, nan=0.0 if nan is None else nan,
                         posinf=float(big.max) if posinf is None else posinf,
                         neginf=float(big.min) if neginf is None else neginf)
+    if not out.size:  # (PyTorch's result is `empty_like(a)`)
+        return laid_like(out.astype(dt), src)
     return out.astype(dt, copy=False)
 
 

@@ -4,7 +4,8 @@
 The submodules load on first use (PEP 562): the DataLoader's worker machinery imports
 multiprocessing, which `import fusegrad` should not pay for."""
 
-_LAZY_MODULES = frozenset({"_pytree", "checkpoint", "collect_env", "data", "hooks"})
+_LAZY_MODULES = frozenset({"_pytree", "checkpoint", "collect_env", "data", "hooks",
+                           "module_tracker"})
 
 
 def __getattr__(name: str):

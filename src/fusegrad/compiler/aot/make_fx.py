@@ -30,6 +30,17 @@ def placeholder_names(fn, n: int) -> list[str]:
     return names
 
 
+def _signature_of(f, n: int) -> tuple[str, list[str]]:
+    # make_fx traces a function by its own parameters; anything else (a module, a partial, a
+    # function taking *args) through a stand-in lambda of parameters arg0, arg1, ... (so the
+    # class is named "<lambda>"), as torch's make_fx does.
+    fn = inspect.unwrap(f)
+    code = getattr(fn, "__code__", None)
+    if code is None or code.co_flags & inspect.CO_VARARGS:
+        return "<lambda>", [f"arg{i}_1" for i in range(n)]
+    return getattr(fn, "__name__", "<lambda>"), placeholder_names(fn, n)
+
+
 def graph_module(tracer: Tracer, class_name: str = "GraphModule"):
     """The GraphModule of a finished trace (its constants become attributes)."""
     from ...fx import GraphModule
@@ -56,7 +67,8 @@ def make_fx(f, decomposition_table: dict | None = None, tracing_mode: str = "rea
     @functools.wraps(f)
     def wrapped(*args):
         tracer = Tracer(fake=tracing_mode == "fake", decomposition_table=decomposition_table)
-        names = iter(placeholder_names(f, len(args)))
+        class_name, names = _signature_of(f, len(args))
+        names = iter(names)
         inputs = []
         for a in args:
             name = next(names)
@@ -70,6 +82,6 @@ def make_fx(f, decomposition_table: dict | None = None, tracing_mode: str = "rea
         with tracer:
             out = f(*inputs)
         tracer.output(out)
-        return graph_module(tracer)
+        return graph_module(tracer, class_name)
 
     return wrapped

@@ -1,5 +1,5 @@
 """Graph passes: analyses and rewrites over fusegrad.fx graphs."""
 
-from . import fake_tensor_prop, infra, shape_prop
+from . import fake_tensor_prop, infra, shape_prop, utils
 
-__all__ = ["fake_tensor_prop", "infra", "shape_prop"]
+__all__ = ["fake_tensor_prop", "infra", "shape_prop", "utils"]
