@@ -81,6 +81,50 @@ def observe_compiled(T, prog, compiled):
     return plain(result, T), out.getvalue(), counts
 
 
+def check_counts_as_torch(prog, fusegrad, torch, counts: dict, torch_values: bool = True):
+    """Compiled fusegrad gives eager fusegrad's values and printed text, and the counts of
+    graphs and breaks `counts` records for `prog` (torch.compile's, backend="eager"); where
+    `torch` is installed (None on the Pythons without it), eager fusegrad gives torch's
+    values (`torch_values`) and torch still gives those counts."""
+    want, got = observe_compiled(fusegrad, prog, False), observe_compiled(fusegrad, prog, True)
+    compare(want[0], got[0], prog.__name__, 1e-6, 1e-6)
+    assert got[1] == want[1]
+    assert got[2] == counts[prog.__name__], prog.__name__
+    if torch is not None:
+        if torch_values:
+            compare(observe_compiled(torch, prog, False)[0], want[0], prog.__name__, 1e-5, 1e-6)
+        assert observe_compiled(torch, prog, True)[2] == counts[prog.__name__]
+
+
+def check_values_as_eager(prog, fusegrad, backend: str = "eager"):
+    """`prog` compiled by fusegrad with `backend` gives eager fusegrad's values and printed
+    text (warnings silenced). Under a backend that traces the graph, a result with history
+    has the compiled function's node (`CompiledFunctionBackward`, as torch's): its node's
+    name is not compared there."""
+    want = observe_compiled(fusegrad, prog, False)
+    fusegrad._dynamo.reset()
+    out = io.StringIO()
+    with warnings.catch_warnings(), contextlib.redirect_stdout(out):
+        warnings.simplefilter("ignore")
+        got = plain(prog(fusegrad, backend), fusegrad)
+    if backend != "eager":
+        want, got = (_without_node_names(want[0]), want[1]), _without_node_names(got)
+    compare(want[0], got, prog.__name__, 1e-6, 1e-6)
+    assert out.getvalue() == want[1]
+
+
+def _without_node_names(x):
+    """A plain result (`plain`) with its tensors' grad_fn names blanked (requires_grad
+    kept)."""
+    if isinstance(x, tuple) and x and x[0] == "tensor":
+        return x[:4] + (None if x[4] is None else "?",) + x[5:]
+    if isinstance(x, (list, tuple)):
+        return type(x)(_without_node_names(v) for v in x)
+    if isinstance(x, dict):
+        return {k: _without_node_names(v) for k, v in x.items()}
+    return x
+
+
 def check_program(prog, torch, fusegrad, rtol=1e-4, atol=1e-5):
     """Run `prog` with PyTorch and with fusegrad: the same printed text, no error, and the
     same recorded values (`compare`)."""

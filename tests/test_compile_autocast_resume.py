@@ -231,7 +231,7 @@ exec(compile(_SOURCE, "<autocast resume programs>", "exec"), globals())
 # Program -> the number of graphs fusegrad makes for it.
 GRAPHS = {
     in_block: 2, print_break: 2, nested_disabled: 2, loop_break: 0, loop_after_break: 1,
-    raise_caught: 2, raise_out: 1, call_raises: 1, with_no_grad: 2, no_grad_outside: 2,
+    raise_caught: 0, raise_out: 1, call_raises: 0, with_no_grad: 2, no_grad_outside: 2,
     return_inside: 2, inlined_call: 4, inlined_with: 4, two_breaks: 3, as_name: 2,
     branch_on_tensor: 2, protected: 2,  # noqa: F821 (made by exec above)
 }

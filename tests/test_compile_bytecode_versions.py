@@ -483,7 +483,7 @@ def test_break_in_try_then_raise():
             y = y + len(str(e))
         return y
 
-    check(f, _t(3), graphs=2)  # before the print; then the raise, handler and return
+    check(f, _t(3), graphs=0)  # a break in the try block gives the frame up (as torch)
 
 
 def test_cells_shared_with_nested_functions():

@@ -35,6 +35,7 @@ import threading  # noqa: E402
 
 import pytest  # noqa: E402
 from program_support import (  # noqa: E402
+    check_counts_as_torch,
     compare,
     maybe_compile,
     observe_compiled,
@@ -65,15 +66,7 @@ _observe = observe_compiled
 
 
 def _check_as_torch(prog):
-    """Compiled fusegrad gives eager fusegrad's values and printed text, eager fusegrad
-    torch's values, and compiled fusegrad torch's counts of graphs and breaks."""
-    want, got = _observe(fg, prog, False), _observe(fg, prog, True)
-    compare(want[0], got[0], prog.__name__, 1e-6, 1e-6)
-    assert got[1] == want[1]
-    assert got[2] == _TORCH_COUNTS[prog.__name__], prog.__name__
-    if torch is not None:
-        compare(_observe(torch, prog, False)[0], want[0], prog.__name__, 1e-5, 1e-6)
-        assert _observe(torch, prog, True)[2] == _TORCH_COUNTS[prog.__name__]
+    check_counts_as_torch(prog, fg, torch, _TORCH_COUNTS)
 
 
 # ---------------------------------------------------------------- breaks inside loops

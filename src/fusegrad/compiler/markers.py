@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import threading
 
+from ..fx.node import has_side_effect
+
 # The translator answers these calls itself; run for real, they answer as eager code.
 COMPILE_TIME_ANSWERS: dict = {}
 
@@ -80,16 +82,15 @@ class _RecomputeRegions(threading.local):
 RECOMPUTE_REGIONS = _RecomputeRegions()
 
 
+@has_side_effect  # dead-code elimination keeps the region edges
 def enter_recompute_region() -> None:
     """Graph node target: the ops from here to the matching `exit_recompute_region` are
     recomputed in the backward rather than saved (a checkpointed function's)."""
     RECOMPUTE_REGIONS.depth += 1
 
 
+@has_side_effect
 def exit_recompute_region() -> None:
     """Graph node target: leave the innermost recompute region."""
     RECOMPUTE_REGIONS.depth = max(0, RECOMPUTE_REGIONS.depth - 1)
 
-
-enter_recompute_region.side_effect = True  # dead-code elimination keeps them
-exit_recompute_region.side_effect = True

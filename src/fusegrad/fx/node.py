@@ -251,22 +251,14 @@ class Node:
     def is_impure(self, impure_random: bool = True) -> bool:
         """Whether dead-code elimination must keep this node although nobody reads it.
 
-        As in torch.fx: inputs and the output; calls of side-effectful functions
-        (`IMPURE_FUNCTIONS`: `operator.setitem` and what `has_side_effect` marks;
-        `fusegrad._assert`) and of the random samplers (`rand`, `randn_like`, `bernoulli`,
-        ...: dropping one would shift every later draw); registry ops that write an input,
-        and, with `impure_random`, those that draw random numbers; modules flagged
+        As in torch.fx: inputs and the output; calls `is_impure_call` says stay (marked
+        side-effectful functions, the random samplers, registry ops that write an input
+        and, with `impure_random`, those that draw random numbers); modules flagged
         `_is_impure`. Unused in-place method calls are removed, as torch.fx removes them."""
         if self.op in ("placeholder", "output"):
             return True
         if self.op == "call_function":
-            target = self.target
-            if target in IMPURE_FUNCTIONS or target in _random_functions():
-                return True
-            op = getattr(target, "op", None)  # a registry op handle (`ops.aten.add_.Tensor`)
-            if op is not None and hasattr(op, "inplace"):
-                return bool(op.inplace) or (impure_random and bool(getattr(op, "random", 0)))
-            return False
+            return is_impure_call(self.target, impure_random)
         if self.op == "call_module":
             owner = self.graph.owning_module
             if owner is not None:
@@ -313,17 +305,20 @@ def type_repr(kind: Any) -> str:
     return repr(kind)
 
 
-# Functions whose calls dead-code elimination keeps (they exist for their side effect).
+# Functions whose calls dead-code elimination keeps (they exist for their side effect):
+# the one mark every graph pass reads, set by `has_side_effect`. A class in it marks its
+# instances (callable objects used as node targets).
 IMPURE_FUNCTIONS: set = {operator.setitem}
-_RANDOM: list = []
+_FLAGGED: list = []
 
 
-def _random_functions() -> frozenset:
-    """The functions dead-code elimination keeps besides `IMPURE_FUNCTIONS`: `fusegrad._assert`
-    and the public random samplers (the surface's random names, less the layers' ATen
-    spellings such as `dropout` and the in-place and private forms, which torch.fx lets go).
+def _flagged_functions() -> frozenset:
+    """The public functions dead-code elimination keeps besides `IMPURE_FUNCTIONS`, read
+    from the registry's flags: those flagged `side_effect` (`set_grad_enabled`), `_assert`,
+    and the random samplers (the surface's random names, less the layers' ATen spellings
+    such as `dropout` and the in-place and private forms, which torch.fx lets go).
     Found on first use: fusegrad's functions are defined after this module can be imported."""
-    if not _RANDOM:
+    if not _FLAGGED:
         import fusegrad
 
         from ..ops import surface
@@ -331,13 +326,33 @@ def _random_functions() -> frozenset:
         layers = surface.names_with(surface.NN_SPELLING)
         names = {n for n in surface.names_with(surface.RANDOM)
                  if n not in layers and not n.startswith("_") and not n.endswith("_")}
-        names.add("_assert")
-        _RANDOM.append(frozenset(getattr(fusegrad, n) for n in names if hasattr(fusegrad, n)))
-    return _RANDOM[0]
+        names |= set(surface.names_with(surface.SIDE_EFFECT)) | {"_assert"}
+        _FLAGGED.append(frozenset(getattr(fusegrad, n) for n in names if hasattr(fusegrad, n)))
+    return _FLAGGED[0]
 
 
 def has_side_effect(fn: Callable) -> Callable:
-    """Mark `fn` as side-effectful: dead-code elimination keeps its calls. Usable as a
-    decorator."""
+    """Mark `fn` as side-effectful: dead-code elimination keeps its calls (a class: the calls
+    of its instances). Usable as a decorator."""
     IMPURE_FUNCTIONS.add(fn)
     return fn
+
+
+def is_impure_call(target: Any, impure_random: bool = True) -> bool:
+    """Whether a call of `target` stays in a graph although nothing reads its result: the one
+    test fx's `Node.is_impure`, capture's and AOT's dead-code eliminations, vmap and the
+    partitioners share. True for a function marked with `has_side_effect` (or an instance of
+    a marked class), a public function the registry flags side-effectful or random
+    (`_flagged_functions`), and a registry op's handle (`ops.aten.add_.Tensor`) that writes
+    an input or, with `impure_random`, draws random numbers."""
+    try:
+        if target in IMPURE_FUNCTIONS or target in _flagged_functions():
+            return True
+    except TypeError:  # an unhashable target is no marked function
+        pass
+    if type(target) in IMPURE_FUNCTIONS:
+        return True
+    op = getattr(target, "op", None)
+    if op is not None and hasattr(op, "inplace"):
+        return bool(op.inplace) or (impure_random and bool(getattr(op, "random", 0)))
+    return False

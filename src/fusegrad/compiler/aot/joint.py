@@ -21,6 +21,7 @@ from ..._fake import FakeTensor
 from ..._tensor import Tensor
 from ..._torch_function import _FAST_CLASSES as _PROTOCOL_FREE_CLASSES
 from ...autograd.grad_mode import is_grad_enabled, set_grad_enabled
+from ...fx.node import is_impure_call
 from ...ops.overloads import OpOverload, aten
 from .functionalize import AOTUnsupported
 from .make_fx import graph_module
@@ -83,7 +84,7 @@ class TraceResult:
     def switches_grad(self) -> bool:
         """Whether the graph switches grad mode (it holds `_set_grad_enabled` nodes)."""
         return any(getattr(n.target, "__name__", "") == "_set_grad_enabled"
-                   and getattr(n.target, "side_effect", False)
+                   and is_impure_call(n.target)
                    for n in self.module.graph.nodes)
 
 
@@ -401,10 +402,8 @@ def _writebacks(tracer: Tracer, fakes: list, args, training: bool) -> list:
 
 def is_impure(node) -> bool:
     """Nodes dead-code elimination keeps: writes, random draws and checks (assertions)."""
-    target = node.target
-    if isinstance(target, OpOverload):
-        return target.op.inplace or target.op.random
-    return node.op in ("placeholder", "output") or getattr(target, "side_effect", False)
+    return node.op in ("placeholder", "output") or \
+        node.op == "call_function" and is_impure_call(node.target)
 
 
 def recompute_tagged(node) -> bool:

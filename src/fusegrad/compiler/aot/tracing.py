@@ -27,7 +27,7 @@ from ..._recording import no_grad_view_error
 from ..._tensor import Tensor, tensors_in
 from ..._thread_state import set_grad_enabled as _set_mode
 from ...autograd.grad_mode import is_grad_enabled, no_grad
-from ...fx import Graph
+from ...fx import Graph, has_side_effect
 from ...ops.overloads import aten, overload_of
 from ...ops.shape import contiguous_format
 from ..codegen.layout import iterator_order, with_eager_layout
@@ -36,18 +36,19 @@ from .functionalize import AOTUnsupported, dense_order, functional_variant, scat
 from .traced_float import TracedFloat, plain
 
 
+@has_side_effect  # dead-code elimination keeps it
 def _set_grad_enabled(mode: bool) -> None:
     """Graph node target: switch grad mode (a `no_grad` / `enable_grad` block's edge)."""
     _set_mode(mode)
 
 
-_set_grad_enabled.side_effect = True  # dead-code elimination keeps it
 # Compiled code computes without autograd whatever the mode (kernels and extern calls of
 # NumPy kernels record nothing), and the runtime sets the mode the program leaves after the
 # graph ran: in generated code the switch is a no-op.
 _set_grad_enabled.lowering = lambda v, mode: None
 
 
+@has_side_effect  # (its instances, the graph's targets)
 class RandomFactory:
     """Graph node target: the draw of a random factory (rand, randn, randint, ...) the
     program called, made each time the graph runs, where the program made it: `fill`
@@ -56,7 +57,6 @@ class RandomFactory:
     when its values go unused); partitioners never recompute it. In generated code it is a
     Python call between kernels (`lowering`)."""
 
-    side_effect = True
     __name__ = "random_factory"
 
     def __init__(self, fill, shape, dtype):
@@ -728,7 +728,7 @@ class Tracer(_dispatch.DispatchMode):
 
     def record_call(self, fn, args: tuple) -> None:
         """Record a call of Python function `fn` made for its effect (a tensor assertion):
-        run with the graph, kept by dead-code elimination (`fn.side_effect`)."""
+        run with the graph, kept by dead-code elimination (`fx.has_side_effect`)."""
         self.sync_grad_mode()
         self.emit(fn, self._map(args))
 

@@ -10,6 +10,7 @@ dtype (`node.meta['example_value']`) without computing anything.
 from __future__ import annotations
 
 import collections
+import contextlib
 import enum
 import functools
 import inspect
@@ -19,6 +20,7 @@ import re
 import threading
 import traceback
 import types
+import warnings
 
 import numpy as np
 
@@ -26,10 +28,12 @@ from ..._dtype import python_scalar
 from ..._fake import DataDependentOutputError, FakeTensor
 from ..._shapes import dense_strides
 from ..._symbolic import ShapeEnv, SymInt
-from ..._tensor import Tensor
+from ..._tensor import Tensor, tensors_in
+from ..._thread_state import local as _thread_local
 from ...fx import has_side_effect
 from ...ops.surface import FACTORY, INPLACE, has_flag
 from ..markers import enter_recompute_region, exit_recompute_region
+from .blocks import InferenceExit, InferenceExitVariable
 from .dynamic import input_order, strict_dims
 from .functional_call import check_not_replaced, overridden_read
 from .guards import GuardSet, _is_plain_data, _shares_memory
@@ -117,9 +121,13 @@ class GraphBuilder:
         self.fresh_functions: list = []
         # Generators whose code started running in the graph (GeneratorVariable).
         self.started_generators: list = []
-        # Set by the first in-place op: from then on tensor inputs must not share memory
-        # (fake tensors do not know that a change to one input shows through another).
+        # Set by the first in-place op into a tensor that may be an input's memory.
         self.mutated = False
+        self.grad_write = False  # an in-place op with history into a possible input
+        # Open `warnings.catch_warnings(record=True)` blocks: an op that warns inside one is
+        # a break (the block then runs for real and records the warning).
+        self.record_blocks = 0
+        self.module_frame = False  # whether the frame is a module's forward (set by its runner)
         self.class_stores = False  # whether an attribute of a class was assigned (a store)
         # Attribute assignments to objects from outside, replayed on the real objects after
         # the graph ran: (object, name, variable, expression naming the object at run
@@ -402,6 +410,12 @@ class GraphBuilder:
             return self._tensor_input(value, source)
         if source is None:
             return ConstantVariable(value)
+        if type(value) is InferenceExit:
+            # The `__exit__` of an inference-mode block a graph break split, on the stack at
+            # a resume point (as an autocast region's `AutocastExit`, below).
+            self.guards.add(f"type({source}) is {self.guards.ref(InferenceExit, 'type')} and "
+                            f"{source}.mode is {bool(value.mode)!r}")
+            return InferenceExitVariable(value.mode)
         if type(value) is int and self.dynamic_ints is not None and \
                 self.dynamic_ints(source, value):
             return self._int_input(value, source)
@@ -554,7 +568,7 @@ class GraphBuilder:
             if other is value:  # the same tensor reached by two paths: one input
                 self.guards.add(f"{source} is {other_source}")
                 return self.inputs[other_source]
-        if self.mutated:
+        if self.grad_write:
             self._refuse_aliasing(value)
         dims = self.dynamic_dims(source, value) if self.dynamic_dims is not None else ()
         self.guards.tensor(source, value, dims)
@@ -699,24 +713,36 @@ class GraphBuilder:
         node_kwargs = {k: _map(v, self.as_node) for k, v in kwargs.items()}
         fake_args = _map(args, _as_example)
         fake_kwargs = {k: _map(v, _as_example) for k, v in kwargs.items()}
-        if not self.mutated and (_is_inplace(_target_name(target)) or any(
+        if not self.grad_write and (_is_inplace(_target_name(target)) or any(
                 k == "inplace" and isinstance(v, ConstantVariable) and v.value is True
                 for k, v in kwargs.items())) and not (
                 _is_fresh(args[0] if args else None) and
                 _target_name(target) not in _NOT_FRESH and "out" not in kwargs):
             # (A write into a tensor the graph made, which no input can alias, leaves the
             # inputs alone whatever memory they share.)
-            for value in self.input_values.values():
-                self._refuse_aliasing(value)
             self.mutated = True
+            if _thread_local.grad_enabled and any(
+                    t.requires_grad for t in tensors_in((*fake_args, *fake_kwargs.values()))):
+                # A write with history changes the autograd state of every alias of its
+                # tensor (`requires_grad`, `grad_fn`), which the translation reads from
+                # the fakes, one per input: aliasing inputs cannot share that graph.
+                for value in self.input_values.values():
+                    self._refuse_aliasing(value)
+                self.grad_write = True
         unknown = self.fake_mode.unknown
         self.fake_mode.free.clear()
+        watch = warnings.catch_warnings(record=True) if self.record_blocks else None
         try:
-            with self.fake_mode:
+            with self.fake_mode, watch or contextlib.nullcontext() as caught:
+                if watch is not None:
+                    warnings.simplefilter("always")
                 if kind == "call_function":
                     example = target(*fake_args, **fake_kwargs)
                 else:
                     example = getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
+            if caught:
+                raise Unsupported(f"{_target_name(target)} warns inside a "
+                                  "warnings.catch_warnings(record=True) block")
         except DataDependentOutputError as e:
             raise Unsupported(f"data-dependent operation: {e}") from None
         except (NotImplementedError, AttributeError, TypeError) as e:
@@ -778,7 +804,10 @@ class GraphBuilder:
 
     def _refuse_aliasing(self, value: Tensor) -> None:
         """A graph break if `value` shares memory with another tensor input (the in-place op
-        then runs for real, and what follows sees its effect through every alias)."""
+        with history then runs for real, and what follows sees its effect through every
+        alias). A write without history needs none: the graph's ops run on the inputs in
+        the program's order, and AOT autograd refuses a trace that writes an input another
+        one aliases."""
         for source, other in self.input_values.items():
             if other is not value and _shares_memory(other, value):
                 raise Unsupported(f"an in-place op while tensor input {source} shares memory "
@@ -912,6 +941,7 @@ def _mutates(node) -> bool:
     return _is_inplace(_target_name(node.target)) or node.kwargs.get("inplace") is True
 
 
+@has_side_effect
 def set_grad_enabled(mode: bool) -> None:
     """Graph node target: set grad mode (what a `with no_grad()` block does on entry/exit)."""
     from ..._thread_state import set_grad_enabled as set_mode
@@ -945,10 +975,6 @@ def exit_autocast() -> None:
     _regions.stack.pop().__exit__(None, None, None)
 
 
-enter_autocast.side_effect = True  # dead-code elimination keeps them
-exit_autocast.side_effect = True
-
-
 class _SdpaBlocks(threading.local):
     """The attention switches each `with sdpa_kernel(...)` block a graph entered found (to
     restore on its exit), innermost last."""
@@ -980,10 +1006,6 @@ def sdpa_kernel_enter(switches: tuple) -> None:
 def sdpa_kernel_exit() -> None:
     """Graph node target: a `with sdpa_kernel(...)` block's exit (the switches restored)."""
     _sdpa_switches().update(_sdpa_blocks.stack.pop())
-
-
-sdpa_kernel_enter.side_effect = True  # dead-code elimination keeps them
-sdpa_kernel_exit.side_effect = True
 
 
 def sdpa_state() -> tuple:

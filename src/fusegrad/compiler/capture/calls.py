@@ -269,10 +269,12 @@ def effect_since(builder, mark: int, n_stores: int) -> str | None:
 @contextlib.contextmanager
 def speculation(builder):
     """Translate code for what it does only: yields (node mark, store mark); afterwards the
-    grad mode, the nodes and stores recorded since, and `builder.mutated` are as before."""
+    grad mode, the nodes and stores recorded since, `builder.mutated` and `grad_write` are
+    as before."""
     from ..._thread_state import local, set_grad_enabled
 
     mark, n_stores, mutated = len(builder.created), len(builder.stores), builder.mutated
+    grad_write = builder.grad_write
     mode = local.grad_enabled
     try:
         yield mark, n_stores
@@ -280,7 +282,7 @@ def speculation(builder):
         set_grad_enabled(mode)
         builder.discard_since(mark)
         del builder.stores[n_stores:]
-        builder.mutated = mutated
+        builder.mutated, builder.grad_write = mutated, grad_write
 
 
 def _mutates_from_outside(node, region: set) -> bool:
@@ -402,6 +404,7 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
         tr.builder.exit_autocast()
         return ConstantVariable(None)
     if isinstance(fn, CatchWarningsExitVariable):  # leaving a `catch_warnings()` block
+        fn.leave_block(tr.builder)
         return ConstantVariable(None)
     if isinstance(fn, InferenceExitVariable):  # leaving a `with inference_mode()` block
         exit_block(tr.builder)

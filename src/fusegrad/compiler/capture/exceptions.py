@@ -23,6 +23,7 @@ import types
 import warnings
 import weakref
 
+from ...fx import has_side_effect
 from .blocks import (
     CatchWarningsExitVariable,
     CatchWarningsVariable,
@@ -95,13 +96,15 @@ _FACTORY_NAMES = frozenset({"__init__", "__doc__", "__module__", "__qualname__",
 def catch_warnings_break(tr) -> Unsupported:
     """The break at `warnings.catch_warnings()` (its call, or a `with` over one from
     outside). The block swaps the warnings module's filters and functions for real, so each
-    of its statements would break again: it runs eagerly, with the rest of the frame
-    (`segments.py`), as Dynamo gives up at the skipped `catch_warnings`; with no op captured
-    before it, so does the whole frame."""
+    of its statements would break again: as Dynamo gives up on a function's frame there
+    (counting the break, keeping no graph of it), the segment runs eagerly from its start
+    (`segments.py`), the ops before the block included. A module's forward, which Dynamo
+    reaches through the module's call, keeps the graph before the block unless it is
+    empty."""
     error = Unsupported("a with block over warnings.catch_warnings()")
     error.warnings_block = True
-    if tr.parent is None and not any(
-            n.op not in ("placeholder", "output") for n in tr.builder.graph.nodes):
+    if tr.parent is None and (not tr.builder.module_frame or not any(
+            n.op not in ("placeholder", "output") for n in tr.builder.graph.nodes)):
         error.rest_eager = "at the block's entry"
     return error
 
@@ -203,12 +206,13 @@ def assert_async(condition, message=None) -> None:
 
 
 assert_async.__name__ = "_assert_async"
-assert_async.side_effect = True  # graph passes keep its nodes although nothing reads them
+has_side_effect(assert_async)  # graph passes keep its nodes although nothing reads them
 # Generated code calls it between kernels on the condition's value, so it raises as here.
 assert_async.lowering = lambda v, condition, message=None: v.effect(assert_async, condition,
                                                                      message)
 
 
+@has_side_effect  # kept by graph passes although nothing reads it
 def check_values(bad, message: str) -> None:
     """Graph node target: raise `RuntimeError(message)` when boolean tensor `bad` holds True
     (the values check an eager op makes before it computes, such as `normal`'s of a std
@@ -226,7 +230,6 @@ def check_values(bad, message: str) -> None:
         raise RuntimeError(message)
 
 
-check_values.side_effect = True  # kept by graph passes although nothing reads it
 check_values.lowering = lambda v, bad, message: v.effect(check_values, bad, message)
 
 
@@ -252,6 +255,28 @@ class ExceptionOpcodes:
             self.push(ConstantVariable(offset))
         self.push(exc)
         self.pc = self.index_of[target]
+
+    def in_try_block(self, offset: int) -> bool:
+        """Whether the instruction at `offset` lies in a `try` block or an exception handler
+        of this frame, seen through the `with` blocks around it (whose cleanup passes an
+        exception on to the block enclosing them) and 3.12+ comprehension cleanups. Dynamo
+        (3.11+) resumes after a graph break only in `with` blocks that are not inside a try
+        block: elsewhere it gives the frame up."""
+        entry = self.handler_entry(offset)
+        while entry is not None:
+            target = entry[2]
+            k = self.index_of[target]
+            names = [i.opname for i in self.insts[k:k + 2]]
+            if names == ["PUSH_EXC_INFO", "WITH_EXCEPT_START"]:
+                # A with block's cleanup: its own handler (which pops the exception) is
+                # covered by the entry of the block enclosing the with statement.
+                inner = self.handler_entry(target)
+                entry = None if inner is None else self.handler_entry(inner[2])
+            elif target in _cleanups(self):
+                entry = self.handler_entry(target)
+            else:
+                return self.insts[k].opname != "CALL_INTRINSIC_1"  # (a generator's wrapper)
+        return False
 
     def protected(self, offset: int) -> bool:
         """Whether an exception at `offset` could be caught in this frame by code that is
@@ -432,7 +457,9 @@ class ExceptionOpcodes:
             self.push(cm)  # what autocast.__enter__ returns: the object itself
             return
         if isinstance(cm, CatchWarningsVariable):  # an empty block (see `blocks.py`)
-            self.push(CatchWarningsExitVariable(cm.made_at))
+            self.push(CatchWarningsExitVariable(cm.made_at, cm.record))
+            if cm.record:  # (its ops' warnings are watched: `GraphBuilder.call`)
+                self.builder.record_blocks += 1
             self.push(ListVariable([]) if cm.record else self.const(None))
             return
         if isinstance(cm, InferenceModeVariable):  # `with inference_mode(mode):`
@@ -460,6 +487,7 @@ class ExceptionOpcodes:
             self.push(ConstantVariable(False))
             return
         if isinstance(exit_fn, CatchWarningsExitVariable):  # (nothing to undo)
+            exit_fn.leave_block(self.builder)
             self.push(ConstantVariable(False))
             return
         if isinstance(exit_fn, InferenceExitVariable):  # leave the inference-mode block

@@ -37,14 +37,13 @@ from .variables import (
 TRACEABLE_HOOKS: weakref.WeakSet = weakref.WeakSet()
 
 
+@has_side_effect  # (dead-code elimination keeps it)
 def register_traced_hook(t, fn):
     """Register hook `fn` on `t` (a graph node's target); returns `t`."""
     t.register_hook(fn)
     return t
 
 
-register_traced_hook.side_effect = True  # (dead-code elimination keeps it)
-has_side_effect(register_traced_hook)
 
 _PLAIN = (int, float, bool, str, type(None))
 

@@ -90,6 +90,15 @@ FOLLOWED_PACKAGES = ("fusegrad.distributions", "fusegrad.nn.utils.prune",
 _MISSING = object()
 
 
+def _in_graph_error(reason: str) -> Unsupported:
+    """The break at an attribute read or assignment that raises AttributeError for real,
+    where Dynamo raises it inside its graph (a handler may catch it): inside a try block it
+    resumes rather than giving the frame up (`in_graph_error`)."""
+    error = Unsupported(reason)
+    error.in_graph_error = True
+    return error
+
+
 def _is_heap_type(k: type) -> bool:
     """A class written in Python (not a builtin or extension type)."""
     return bool(k.__flags__ & (1 << 9))  # Py_TPFLAGS_HEAPTYPE
@@ -377,7 +386,7 @@ def read_attr(tr, obj: ObjectVariable, name: str) -> Variable:
             return found
         if hook is not None:
             return tr.call(BoundFunctionVariable(hook, obj), [ConstantVariable(name)], {})
-        raise Unsupported(f"{cls.__name__} object has no attribute {name!r}")
+        raise _in_graph_error(f"{cls.__name__} object has no attribute {name!r}")
     return _class_value(tr, obj, raw, name)
 
 
@@ -671,8 +680,8 @@ def write_attr(tr, obj: ObjectVariable, name: str, value: Variable) -> None:
     if name.startswith("__") and name.endswith("__"):
         raise Unsupported(f"assignment to {cls.__name__}.{name}")
     if not _has_instance_dict(cls):  # slots only: the real assignment raises AttributeError
-        raise Unsupported(f"assignment to {cls.__name__}.{name}, neither a slot nor in a "
-                          "__dict__")
+        raise _in_graph_error(f"assignment to {cls.__name__}.{name}, neither a slot nor in a "
+                              "__dict__")
     obj.items[name] = value
     if obj.source is not None:  # an object from outside: set on it after the graph
         tr.builder.store_attr(obj, name, value, obj.source)

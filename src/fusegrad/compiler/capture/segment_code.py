@@ -20,7 +20,14 @@ import types
 from ..._random import get_rng_state, set_rng_state
 from ..._thread_state import local as _thread_local
 from ..._thread_state import set_grad_enabled
-from .blocks import enters_inference_mode, inference_depth, unwind_inference
+from .blocks import (
+    enters_inference_mode,
+    inference_depth,
+    leave_blocks,
+    reenter_block,
+    reenter_blocks,
+    unwind_inference,
+)
 from .builder import (
     autocast_depth,
     enter_region,
@@ -164,6 +171,9 @@ def spec_code(spec, consts: dict) -> str:
         name = f"___c{len(consts)}"
         consts[name] = spec[1]
         return f"___enter_region({name})"
+    if kind == "inference":  # an inference-mode block open at the break: entered for real
+        consts["___reenter_block"] = reenter_block
+        return f"___reenter_block({spec[1]!r})"
     if kind == "grad_exit":  # the __exit__ of a grad-mode with block, rebuilt for real
         name = f"___c{len(consts)}"
         consts[name] = GradExit(spec[1])
@@ -231,6 +241,7 @@ def restore_state(state: tuple, stack: list) -> None:
         set_grad_enabled(state[0])
         restore_sdpa(state[2][0])
     reenter_regions(stack)
+    reenter_blocks(stack)
 
 
 def segment_source(seg, name: str, sources: list, branch: tuple | None,
@@ -240,6 +251,8 @@ def segment_source(seg, name: str, sources: list, branch: tuple | None,
     lines = [f"def {name}(L, S, G):"]
     if seg.regions:  # the graph enters the frame's open autocast regions itself
         lines.append(f"    ___leave_regions({seg.regions})")
+    if seg.blocks:  # and its open inference-mode blocks
+        lines.append(f"    ___leave_blocks({seg.blocks})")
     if seg.compiled is not None:
         args = ", ".join(sources) + ("," if len(sources) == 1 else "")
         call = f"outs = ___graph({args})"
@@ -285,6 +298,8 @@ def segment_source(seg, name: str, sources: list, branch: tuple | None,
     lines += _stores(seg, consts)
     lines += [f"    L[{k!r}] = ___l{i}" for i, (k, _) in enumerate(changed)]
     lines.append("    S[:] = ___s")
+    if seg.grad_after is not None:  # (re-entered inference-mode blocks set their own mode)
+        lines.append(f"    ___set_grad({seg.grad_after!r})")
     # The names that held rebuilt objects must not keep them alive while the frame goes on
     # (a weak reference to an object nothing else holds is dead in eager).
     held = [k for k in consts if k.startswith("___m")] + [
@@ -333,7 +348,8 @@ def compile_segment(seg, scope: dict, name: str, source: str, consts: dict, step
     env.update((k, v) for k, v in consts.items() if not k.startswith("___m"))
     env.update(___NULL=NULL, ___graph=seg.compiled, ___step=step, ___eager=eager,
                ___get_rng=get_rng_state, ___set_rng=set_rng_state,
-               ___leave_regions=leave_regions, ___graph_state=graph_state,
+               ___leave_regions=leave_regions, ___leave_blocks=leave_blocks,
+               ___graph_state=graph_state,
                ___restore_state=restore_state, ___grad_mode=grad_mode,
                ___set_grad=set_grad_enabled, ___from_numpy=array_tensor)
     exec(compile(source, f"<fusegrad segment {name}>", "exec"), env)

@@ -27,18 +27,23 @@ from ..._thread_state import local as _thread_local
 from ..._thread_state import set_grad_enabled as _set_grad
 from ..._thread_state import suspended as _suspended
 from ...fx.experimental.symbolic_shapes import ConstraintViolationError
-from ...ops.overloads import OpOverload
-from ...ops.surface import INPLACE, RANDOM, SIDE_EFFECT, has_flag
+from ...fx.node import is_impure_call
+from ...ops.surface import INPLACE, RANDOM, has_flag
 from .. import logs
 from .. import stance as _stance
 from ..exc import UserError
 from .blocks import (
     CatchWarningsExitVariable,
     CatchWarningsVariable,
+    InferenceExit,
     InferenceExitVariable,
     InferenceModeVariable,
+    enter_block,
+    exit_block,
     inference_depth,
+    inference_mode_enter,
     new_catch_warnings,
+    splits_blocks,
     unwind_inference,
 )
 from .builder import (
@@ -55,7 +60,7 @@ from .builder import (
     sdpa_state,
     unwind_autocast,
 )
-from .calls import _in_package
+from .calls import _in_package, _is_module
 from .dynamic import DynamicPolicy
 from .exceptions import Raised, catch_warnings_break, exception_entries
 from .guards import fast_sizes
@@ -130,6 +135,10 @@ class Segment:
     # The frame's autocast regions open where the segment starts (a resume point inside
     # `with autocast()` blocks): its code leaves them before the graph, which enters them.
     regions: int = 0
+    blocks: int = 0  # (and its open inference-mode blocks, as `regions`)
+    # The grad mode at a break inside inference-mode blocks, set again after the segment
+    # code entered them again (a grad-mode block inside one may have set another).
+    grad_after: bool | None = None
     # An eager rest after a break in a loop, guarded (`FrameRunner._loop_break_guarded`).
     loop_guarded: bool = False
 
@@ -197,6 +206,7 @@ class FrameRunner:
         self.eager_only = False
         self.warned = False
         self._state = None  # (translator, builder) while capturing
+        self._outside = None  # (the grad mode the frame's inference blocks found)
         self.history = _History()  # (event, detail) for explain and logs
         # Modules by source (`L['self']`): the first one a capture read there (its class
         # and a weak reference), and the sources where another instance of its class came
@@ -243,14 +253,15 @@ class FrameRunner:
     # ---------------------------------------------------------------- running
 
     def __call__(self, L: dict):
-        regions = autocast_depth()
+        regions, blocks = autocast_depth(), inference_depth()
         try:
             return self._run(L)
         except BaseException:
-            # An autocast region a graph entered and an exception left. (Grad mode: a graph
-            # that raised restores its own, see `segment_code`; a mode set without a `with`
-            # block stays set, as in eager mode.)
+            # An autocast region or inference-mode block a graph (or segment code) entered
+            # and an exception left. (Grad mode: a graph that raised restores its own, see
+            # `segment_code`; a mode set without a `with` block stays set, as in eager mode.)
             unwind_autocast(regions)
+            unwind_inference(blocks)
             raise
 
     def _run(self, L: dict):
@@ -451,6 +462,10 @@ class FrameRunner:
         rng = get_rng_state()  # fake random ops must not draw from the real generator
         sdpa = sdpa_state()  # (a translation that stops in a `with sdpa_kernel()` block)
         inference = inference_depth()  # (and one that stops in an inference-mode block)
+        # The frame's open inference-mode blocks (their exits on the stack): left while
+        # translating, as the regions (see `_capture`), entered again after it.
+        blocks = [v.mode for v in S if type(v) is InferenceExit]
+        self._outside = None  # (the grad mode they found, once left)
         logs.counters["frames"]["total"] += 1
         try:
             # The program's saved-tensor hooks (a checkpoint's) see the compiled code's saves
@@ -470,7 +485,13 @@ class FrameRunner:
                 enter_autocast(*args)
             self._state = None
             set_rng_state(rng)
-            unwind_inference(inference)
+            if self._outside is None:
+                unwind_inference(inference)
+            else:
+                unwind_inference(inference - len(blocks))
+                _set_grad(self._outside)
+                for mode in blocks:
+                    inference_mode_enter(mode)
             _set_grad(grad_mode)  # (leaving an inference-mode block restored the mode it found)
             restore_sdpa(sdpa)
 
@@ -519,6 +540,9 @@ class FrameRunner:
         builder.duck_sizing = self.dynamic.dynamic is True
         builder.fullgraph = self.fullgraph
         builder.follow_objects = True
+        # (a module's forward: Dynamo reaches it through the module's call, which it inlines)
+        builder.module_frame = bool(self.code.co_argcount) and \
+            _is_module(L.get(self.code.co_varnames[0]))
         builder.varying_modules = self._varying_module
         if self.fn.__closure__:
             builder.guards.values["___closure"] = self.fn.__closure__
@@ -536,6 +560,15 @@ class FrameRunner:
         unwind_autocast(base)
         for v in opened:
             builder.enter_region(v.args)
+        blocks = [v for v in stack if isinstance(v, InferenceExitVariable)]
+        blocks_base = inference_depth() - len(blocks)
+        inside = _thread_local.grad_enabled
+        unwind_inference(blocks_base)  # (and so the frame's inference-mode blocks)
+        self._outside = _thread_local.grad_enabled
+        for v in blocks:
+            enter_block(builder, v.mode)
+        if blocks and _thread_local.grad_enabled != inside:  # (a grad-mode block inside)
+            builder.set_grad_enabled(inside)
         tr = Translator(self.code, self.fn.__globals__, self.fn.__closure__, builder,
                         local_vars, stack, start=start)
         if tr.pc:  # a graph after a break: its frame is named as Dynamo's resume function
@@ -598,6 +631,8 @@ class FrameRunner:
                 if tr.parent is None:
                     where = "inside a loop" if self._in_loop(inst.offset) else \
                         "inside an exception handler" if tr.handled else \
+                        "inside a try block" if tr.in_try_block(inst.offset) and not \
+                        getattr(e, "in_graph_error", False) else \
                         getattr(e, "rest_eager", None)
                     counts = None if where is not None else _packed_recurrence(e)
                     if counts is not None:
@@ -619,7 +654,8 @@ class FrameRunner:
                 again = where == "inside a loop" and any(
                     s.loop_guarded and s.reason == str(e) for s in self.segments.get(start, ()))
                 counted = getattr(e, "counted", True) and not again and (
-                    where not in ("inside a loop", "inside an exception handler") or
+                    where not in ("inside a loop", "inside an exception handler",
+                                  "inside a try block") or
                     where == "inside a loop" and bool(inner) and
                     _in_package(self.code.co_filename))
                 record = logs.graph_break(reason, self.code, line, fallback=where is not None,
@@ -627,7 +663,7 @@ class FrameRunner:
                 if where is not None:
                     # Dynamo gives up on a frame whose loop breaks (none of its graphs, no
                     # break counted): `explain` counts this fallback as it does.
-                    record.in_loop = where == "inside a loop" or \
+                    record.in_loop = where in ("inside a loop", "inside a try block") or \
                         getattr(e, "skips_frame", False)
                     self.history.append(("break", record))
                     seg = Segment(start, "eager", reason=str(e), line=line)
@@ -644,6 +680,9 @@ class FrameRunner:
                               reason=str(e), line=line)
                 outputs = _Outputs(builder)
                 try:
+                    if not splits_blocks(before_stack):
+                        raise Unsupported("a graph break inside an inference_mode() block "
+                                          "inside a grad-mode block inside another")
                     seg.stack = [_spec(v, outputs) for v in before_stack]
                     # An exception leaving the frame: its locals are dead.
                     seg.locals = {} if isinstance(e, Raised) else {
@@ -656,14 +695,19 @@ class FrameRunner:
                     return Segment(start, "eager", reason=str(why), line=line)
                 # The graph leaves the regions open at the break, innermost first; the
                 # segment code enters them again (the `region` specs on the stack).
+                if any(isinstance(v, InferenceExitVariable) for v in before_stack):
+                    seg.grad_after = _thread_local.grad_enabled
                 for v in reversed(before_stack):
                     if isinstance(v, AutocastExitVariable):
                         builder.exit_autocast()
+                    elif isinstance(v, InferenceExitVariable):
+                        exit_block(builder)
                 break
         # The backend traces the graph from the state it starts in (an inlined call that
         # broke may have left a region it entered).
         unwind_autocast(base)
-        seg.regions = len(opened)
+        unwind_inference(blocks_base)
+        seg.regions, seg.blocks = len(opened), len(blocks)
         try:
             if registers_hooks(builder.stores) and any(_mutates(n) for n in builder.graph.nodes):
                 # (eager registers the hook before or after the write: the graph's replay
@@ -726,9 +770,9 @@ class FrameRunner:
         for name in builder.shape_env.unified:  # a size equal to another: dropped if unused
             builder.symbol_nodes[name].meta["unified"] = True
         _eliminate_dead_code(graph, outputs.nodes)
-        if builder.mutated and len(builder.input_values) > 1:
-            # The graph writes into a tensor input, captured with no inputs sharing memory:
-            # inputs that do must recompile (where the write then runs for real).
+        if builder.grad_write and len(builder.input_values) > 1:
+            # The graph writes with history into a tensor input, captured with no inputs
+            # sharing memory: inputs that do must recompile (the write then runs for real).
             builder.guards.add(f"___distinct_storage({', '.join(builder.input_values)})")
         seg.guards = builder.guards_with_sizes()
         self.history.append(("guards", builder.guards.lines()))
@@ -1062,8 +1106,8 @@ def _spec_value(v, outputs: _Outputs):
         raise Unsupported("a graph break inside a with warnings.catch_warnings() block")
     if isinstance(v, CatchWarningsVariable):  # not entered yet: a new one on every call
         return ("named", new_catch_warnings, [("const", v.record)])
-    if isinstance(v, InferenceExitVariable):
-        raise Unsupported("a graph break inside a with inference_mode() block")
+    if isinstance(v, InferenceExitVariable):  # entered again for real after the graph
+        return ("inference", v.mode)
     if isinstance(v, InferenceModeVariable):  # not entered yet: a new one on every call
         from ...autograd.grad_mode import inference_mode
 
@@ -1120,21 +1164,26 @@ def _store_back(tr: Translator, L: dict, S: list) -> None:
 
 
 def _keeps(name: str) -> bool:
-    """Whether a node with target `name` stays although nothing reads it: it writes into an
-    argument (`add_`, `iadd`), has effects elsewhere (`set_grad_enabled`) or draws from the
-    generator (`rand`: eager's later draws must see the generator where eager leaves it). A
+    """Whether a call spelled `name` (a method, or a function's name) stays although nothing
+    reads it: it writes into an argument (`add_`, `iadd`) or draws from the generator
+    (`rand`, `dropout`: eager's later draws must see the generator where eager leaves it). A
     protocol method (`__setitem__`, `__iadd__`, ...) may write into its object, so it stays
     too."""
-    return has_flag(name, INPLACE) or has_flag(name, SIDE_EFFECT) or has_flag(name, RANDOM) \
+    return has_flag(name, INPLACE) or has_flag(name, RANDOM) \
         or name.strip("_") in _INPLACE_OPERATORS or (name.startswith("__") and name.endswith("__"))
 
 
-def _op_handle_keeps(target) -> bool:
-    """Whether `target`, a registry op's handle called by the program
-    (`ops.aten.bernoulli.default`: named after its entry, not a public spelling), writes
-    into an argument or draws from the generator."""
-    op = getattr(target, "op", None) if isinstance(target, OpOverload) else None
-    return op is not None and (op.inplace or op.random)
+def kept_call(node) -> bool:
+    """Whether call node `node` of a captured graph stays although nothing reads it: its
+    target is impure (`fx.node.is_impure_call`: a marked function such as a region's edge or
+    an assertion, a registry op handle that writes or draws), or its public spelling writes
+    or draws (`_keeps`; a capture graph calls methods and `inplace=True` layers that
+    torch.fx's elimination would drop)."""
+    if node.op not in ("call_function", "call_method"):
+        return False
+    name = node.target if isinstance(node.target, str) else getattr(node.target, "__name__",
+                                                                    "")
+    return is_impure_call(node.target) or _keeps(name) or node.kwargs.get("inplace") is True
 
 
 def _eliminate_dead_code(graph, keep) -> None:
@@ -1148,10 +1197,7 @@ def _eliminate_dead_code(graph, keep) -> None:
         if node.op == "placeholder":  # an input nothing uses (Dynamo drops these too)
             graph.erase_node(node)
             continue
-        name = node.target if isinstance(node.target, str) else getattr(
-            node.target, "__name__", "")
-        if _keeps(name) or node.kwargs.get("inplace") is True or \
-                getattr(node.target, "side_effect", False) or _op_handle_keeps(node.target):
+        if kept_call(node):
             continue  # in-place ops change their inputs; an autocast region's edges: keep
         graph.erase_node(node)
 

@@ -714,6 +714,7 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
         builder = self.builder
         guards = builder.guards
         mark, n_stores, mutated = len(builder.created), len(builder.stores), builder.mutated
+        grad_write = builder.grad_write
         guard_mark = guards.mark()
         lookup = guards.ref(inspect.getattr_static, "fn")
         guards.add(f"type({src}).__getattr__ is {guards.ref(fn, 'fn')} and "
@@ -725,7 +726,7 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
             # once per read, as eager reads it: undo the translation of it.
             builder.discard_since(mark)
             del builder.stores[n_stores:]
-            builder.mutated = mutated
+            builder.mutated, builder.grad_write = mutated, grad_write
             guards.rollback(guard_mark)
             return None
         return answer

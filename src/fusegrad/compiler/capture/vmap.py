@@ -164,14 +164,9 @@ def _leaves(v: Variable) -> tuple:
 
 def _impure(node) -> bool:
     """A node eager's vmap would treat apart: a write, a random draw, another effect."""
-    from .segments import _keeps, _op_handle_keeps
+    from .segments import kept_call
 
-    if node.op not in ("call_function", "call_method"):
-        return False
-    name = node.target if isinstance(node.target, str) else getattr(node.target, "__name__",
-                                                                    "")
-    return _keeps(name) or node.kwargs.get("inplace") is True or \
-        getattr(node.target, "side_effect", False) or _op_handle_keeps(node.target)
+    return kept_call(node)
 
 
 def _reaches(node, selects: set, mark: int, builder) -> bool:
