@@ -216,9 +216,10 @@ def test_a_product_into_out_has_the_bits_of_one_without():
                                    (64, 4097, 1024)],
                          ids=["16x2048x8192", "64x4096x1040", "65-rows", "batch-past-L2"])
 def test_a_small_batch_times_a_large_weights_transpose(shape):
-    """Beyond MAX_MNK a batch of at most MAX_NT_ROWS rows times a weight's transpose still
-    takes the kernel (its values, and the same bits at one and two threads); a batch of more
-    rows, or one whose transposition would pass MAX_NT_BATCH values, is left to OpenBLAS."""
+    """Beyond MAX_MNK a batch of at most MAX_NT_ROWS rows times a weight's transpose takes
+    the transposed tiles; a batch of more rows, or one whose transposition would pass
+    MAX_NT_BATCH values, the cache-blocked kernel: the same bits either way (as the tile
+    kernel's whole call), at one and two threads."""
     m, k, n = shape
     rng = np.random.default_rng(m + k + n)
     x = rng.standard_normal((m, k)).astype(np.float32)
@@ -226,10 +227,8 @@ def test_a_small_batch_times_a_large_weights_transpose(shape):
     bias = rng.standard_normal(n).astype(np.float32)
     assert m * n * k > _sgemm.MAX_MNK
     got = _sgemm.product(x, w.T, bias)
-    if m > _sgemm.MAX_NT_ROWS or m * k > _sgemm.MAX_NT_BATCH:
-        assert got is None
-        return
     np.testing.assert_allclose(got, _reference(x, w.T, bias), rtol=1e-5, atol=1e-5 * k ** 0.5)
+    np.testing.assert_array_equal(got, _tiles(x, np.ascontiguousarray(w.T), bias))
     before = fusegrad.get_num_threads()
     try:
         for threads in (1, 2):
@@ -237,3 +236,76 @@ def test_a_small_batch_times_a_large_weights_transpose(shape):
             np.testing.assert_array_equal(_gemm.matmul(x, w.T, bias=bias), got)
     finally:
         fusegrad.set_num_threads(before)
+
+
+def _tiles(a: np.ndarray, b: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+    """`a @ b` (+ bias) by one whole call of the 12 x 32 tile kernel (`fg_sgemm_f32`; b's
+    rows runs of unit stride), whatever the product's size."""
+    (m, k), n = a.shape, b.shape[1]
+    out = np.empty((m, n), np.float32)
+    fn = _native.function("sgemm", "fg_sgemm_f32", _sgemm._SIGNATURE)
+    fn(a.ctypes.data, b.ctypes.data, out.ctypes.data, None if bias is None else bias.ctypes.data,
+       a.strides[0] // 4, a.strides[1] // 4, b.strides[0] // 4, n, m, k, n, 0,
+       -(-n // _sgemm.PANEL))
+    return out
+
+
+# (m, k, n) past MAX_MNK or MAX_K: the MLP-1024's layer and weight gradient, tails of the
+# 8-row tile, of a 48-column panel and of a 16-value vector, a block of steps (128) and of
+# columns (1008) cut short, a single row and a shared dimension past MAX_K.
+BLOCKED_SHAPES = [(256, 784, 1024), (1024, 256, 784), (203, 300, 1100), (90, 4100, 33),
+                  (1, 9000, 400), (300, 129, 1009)]
+
+
+@pytest.mark.parametrize("layout", ["nn", "nt", "tn", "tt"])
+@pytest.mark.parametrize("shape", BLOCKED_SHAPES, ids=[f"{m}x{k}x{n}" for m, k, n in
+                                                       BLOCKED_SHAPES])
+def test_large_products_take_the_blocked_kernel(shape, layout):
+    """A product past MAX_MNK (or with a shared dimension past MAX_K) runs in the
+    cache-blocked kernel: values against float64, the tile kernel's bits (each element one
+    sum in order from zero, then the bias, across blocks of steps), for any operand layout
+    and at one and two threads."""
+    m, k, n = shape
+    rng = np.random.default_rng(m + 3 * k + n)
+    a = _matrix(rng, m, k, layout[0] == "t")
+    b = _matrix(rng, k, n, layout[1] == "t")
+    bias = rng.standard_normal(n).astype(np.float32)
+    assert m * n * k > _sgemm.MAX_MNK or k > _sgemm.MAX_K
+    got = _sgemm.product(a, b, bias)
+    assert got.dtype == np.float32 and got.flags.c_contiguous and got.shape == (m, n)
+    np.testing.assert_allclose(got, _reference(a, b, bias), rtol=1e-5, atol=1e-5 * k ** 0.5)
+    np.testing.assert_array_equal(got, _tiles(a, np.ascontiguousarray(b), bias))
+    before = fusegrad.get_num_threads()
+    try:
+        for threads in (1, 2):
+            fusegrad.set_num_threads(threads)
+            np.testing.assert_array_equal(_gemm.matmul(a, b, bias=bias), got)
+    finally:
+        fusegrad.set_num_threads(before)
+
+
+@pytest.mark.parametrize("by_rows", [False, True], ids=["panels", "rows"])
+def test_any_cut_of_the_blocked_kernel_gives_the_same_bits(by_rows):
+    """The blocked kernel's units (48-column panels, or 8-row blocks) computed in any ranges
+    and order give the whole call's bits, with the bias and a NaN and an infinity in A."""
+    rng = np.random.default_rng(13)
+    m, k, n = 77, 300, 500
+    a = rng.standard_normal((k, m)).astype(np.float32).T
+    a[5, 7], a[60, 0] = np.nan, np.inf
+    b = rng.standard_normal((n, k)).astype(np.float32).T
+    bias = rng.standard_normal(n).astype(np.float32)
+    fn = _native.function("sgemm", "fg_sgemm_blocked_f32", _sgemm._BLOCKED_SIGNATURE)
+    units = -(-m // _sgemm.BLOCKED_ROWS) if by_rows else -(-n // _sgemm.BLOCKED_PANEL)
+
+    def run(out, first, last):
+        fn(a.ctypes.data, b.ctypes.data, out.ctypes.data, bias.ctypes.data, 1, m, 1, k, n, m, k,
+           n, first, last, int(by_rows))
+
+    whole = np.empty((m, n), np.float32)
+    run(whole, 0, units)
+    parts = np.full((m, n), -1.0, np.float32)
+    for first, last in ((4, units), (1, 4), (0, 1)):
+        run(parts, first, last)
+    np.testing.assert_array_equal(parts, whole)
+    np.testing.assert_array_equal(whole, _tiles(a, np.ascontiguousarray(b), bias))
+    assert np.isnan(whole[5]).all() and not np.isnan(whole[4]).any()

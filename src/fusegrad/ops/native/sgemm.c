@@ -240,6 +240,203 @@ void fg_sgemm_nt_cols_f32(const float *x, const float *w, float *c, const float 
     free(panel);
 }
 
+/* Large products: operands blocked for the caches, the right one packed.
+
+   C = A @ B (+ bias) cut in blocks of BKC steps of the shared dimension and BNC columns:
+   each block of B is copied into panels of BNR = 48 columns laid out step by step
+   (`pack_panels`, 8 x 8 transpositions where B's columns are the runs: a weight's
+   transpose), and an 8 x 48 register tile (`blocked_tile`: 24 accumulators, three vectors
+   of B and eight broadcasts of A a step) runs over each panel for every 8 rows of A. A's 8
+   rows are read where they lie when its rows are the runs, else first copied step by step
+   (a transposed A's eight values of a step lie in one line, 4 KB from the next step's).
+   Between blocks of steps a tile's accumulators wait in C as float32, which changes no bit:
+   each element is still one sum over the shared dimension in order from zero, then the bias,
+   as in the tiles above, so this kernel and those give the same bits for any cut. */
+
+#define BMR 8
+#define BNV 3
+#define BNR (16 * BNV)
+#define BKC 128
+#define BNC 1008 /* 21 panels: a block of B (BKC x BNC) is half a MB, in the core's L2 */
+
+/* An mr x (16 nv) tile of C (+)= A (mr x kc) @ panel (kc x BNR): A element (r, p) at
+   a[r * lda + p] (`rows`: A's rows the runs) or a[p * lda + r]; `load`: C holds the sums of
+   earlier steps; `bias` (16 nv values) added as the tile is stored, or null. */
+static inline __attribute__((always_inline)) void blocked_tile(
+    const int mr, const int nv, const int rows, i64 kc, const float *restrict a, i64 lda,
+    const float *restrict panel, float *restrict c, i64 ldc, int load, const float *bias) {
+    __m512 acc[BMR][BNV];
+#pragma GCC unroll 8
+    for (int r = 0; r < mr; r++)
+#pragma GCC unroll 3
+        for (int v = 0; v < nv; v++)
+            acc[r][v] = load ? _mm512_loadu_ps(c + r * ldc + 16 * v) : _mm512_setzero_ps();
+#pragma GCC unroll 4
+    for (i64 p = 0; p < kc; p++) {
+        __m512 bv[BNV];
+#pragma GCC unroll 3
+        for (int v = 0; v < nv; v++) bv[v] = _mm512_load_ps(panel + p * BNR + 16 * v);
+#pragma GCC unroll 8
+        for (int r = 0; r < mr; r++) {
+            const __m512 x = _mm512_set1_ps(rows ? a[r * lda + p] : a[p * lda + r]);
+#pragma GCC unroll 3
+            for (int v = 0; v < nv; v++) acc[r][v] = _mm512_fmadd_ps(x, bv[v], acc[r][v]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < mr; r++)
+#pragma GCC unroll 3
+        for (int v = 0; v < nv; v++) {
+            __m512 o = acc[r][v];
+            if (bias) o = _mm512_add_ps(o, _mm512_loadu_ps(bias + 16 * v));
+            _mm512_storeu_ps(c + r * ldc + 16 * v, o);
+        }
+}
+
+#define BT(R, NV) case R: blocked_tile(R, NV, rows, kc, a, lda, panel, c, ldc, load, bias); break;
+#define BT_ROWS(NV) switch (mr) { BT(1, NV) BT(2, NV) BT(3, NV) BT(4, NV) BT(5, NV) BT(6, NV) \
+    BT(7, NV) default: break; }
+
+/* `blocked_tile` with mr and nv known at compile time for each case. */
+static void blocked_tile_any(int mr, int nv, int rows, i64 kc, const float *a, i64 lda,
+                             const float *panel, float *c, i64 ldc, int load,
+                             const float *bias) {
+    if (mr == BMR && nv == BNV) {
+        if (rows)
+            blocked_tile(BMR, BNV, 1, kc, a, lda, panel, c, ldc, load, bias);
+        else
+            blocked_tile(BMR, BNV, 0, kc, a, lda, panel, c, ldc, load, bias);
+        return;
+    }
+    if (mr == BMR) {
+        if (nv == 1) blocked_tile(BMR, 1, rows, kc, a, lda, panel, c, ldc, load, bias);
+        else blocked_tile(BMR, 2, rows, kc, a, lda, panel, c, ldc, load, bias);
+        return;
+    }
+    switch (nv) {
+        case 1: BT_ROWS(1) break;
+        case 2: BT_ROWS(2) break;
+        default: BT_ROWS(3) break;
+    }
+}
+
+/* Columns of B [j0, j0 + nc) over steps [0, kc) (B element (p, j) at b[p * sbk + j * sbn])
+   as panels of BNR columns: out[j * kc + p * BNR + q] for panel start j, zeros past the
+   last column up to a whole vector. */
+static void pack_panels(const float *b, i64 sbk, i64 sbn, i64 kc, i64 nc, float *out) {
+    for (i64 j = 0; j < nc; j += BNR) {
+        const i64 w = nc - j < BNR ? nc - j : BNR, w16 = (w + 15) & ~(i64)15;
+        float *o = out + j * kc;
+        if (sbn == 1) {
+            for (i64 p = 0; p < kc; p++)
+                for (i64 v = 0; v < w16; v += 16) {
+                    const i64 left = w - v;
+                    const __mmask16 mk = left >= 16 ? 0xffff : (__mmask16)((1u << left) - 1);
+                    _mm512_store_ps(o + p * BNR + v,
+                                    _mm512_maskz_loadu_ps(mk, b + p * sbk + j + v));
+                }
+            continue;
+        }
+        i64 q = 0;
+        if (sbk == 1)
+            for (; q + 8 <= w; q += 8) {
+                const float *col = b + (j + q) * sbn;
+                i64 p = 0;
+                for (; p + 8 <= kc; p += 8) {
+                    __m256 t[8];
+                    transpose8(col + p, sbn, t);
+                    for (int u = 0; u < 8; u++) _mm256_store_ps(o + (p + u) * BNR + q, t[u]);
+                }
+                for (; p < kc; p++)
+                    for (int u = 0; u < 8; u++) o[p * BNR + q + u] = col[u * sbn + p];
+            }
+        for (; q < w16; q++)
+            for (i64 p = 0; p < kc; p++)
+                o[p * BNR + q] = q < w ? b[p * sbk + (j + q) * sbn] : 0.0f;
+    }
+}
+
+/* Units first..last - 1 of C = A @ B (+ bias): A element (i, p) at a[i * sam + p * sak]
+   with sam or sak 1 (m x k), B element (p, j) at b[p * sbk + j * sbn] with sbk or sbn 1
+   (k x n), C row i at c + i * ldc. A unit is a panel of BNR columns, or with `by_rows` a
+   block of BMR rows. Each call packs its own blocks of B; 0 where memory ran out (nothing
+   written), else 1. */
+static int blocked(const float *a, const float *b, float *c, const float *bias, i64 sam,
+                   i64 sak, i64 sbk, i64 sbn, i64 ldc, i64 m, i64 k, i64 n, i64 first,
+                   i64 last, i64 by_rows) {
+    const i64 i0 = by_rows ? first * BMR : 0;
+    const i64 i1 = by_rows ? (last * BMR < m ? last * BMR : m) : m;
+    const i64 j0 = by_rows ? 0 : first * BNR;
+    const i64 j1 = by_rows ? n : (last * BNR < n ? last * BNR : n);
+    if (i0 >= i1 || j0 >= j1) return 1;
+    const i64 block_cols = j1 - j0 < BNC ? j1 - j0 : BNC;
+    float *packed = aligned_alloc(64, (size_t)(BKC * ((block_cols + BNR - 1) / BNR) * BNR) *
+                                          sizeof(float));
+    if (!packed) return 0;
+    const int rows = sak == 1;
+    const i64 lda = rows ? sam : sak;
+    float strip[BMR * BKC] __attribute__((aligned(64)));
+    float edge[BMR * BNR] __attribute__((aligned(64)));
+    for (i64 jc = j0; jc < j1; jc += BNC) {
+        const i64 nc = j1 - jc < BNC ? j1 - jc : BNC;
+        for (i64 pc = 0; pc < k; pc += BKC) {
+            const i64 kc = k - pc < BKC ? k - pc : BKC;
+            const int load = pc > 0;
+            const float *bias_here = pc + kc == k ? bias : 0;
+            pack_panels(b + pc * sbk + jc * sbn, sbk, sbn, kc, nc, packed);
+            for (i64 i = i0; i < i1; i += BMR) {
+                const int mr = i1 - i < BMR ? (int)(i1 - i) : BMR;
+                const float *ai = a + i * sam + pc * sak;
+                i64 la = lda;
+                int r = rows;
+                if (!rows) {  /* the strip of A, step by step, in one run */
+                    for (i64 p = 0; p < kc; p++)
+                        for (int t = 0; t < mr; t++) strip[p * BMR + t] = ai[p * lda + t];
+                    ai = strip;
+                    la = BMR;
+                }
+                for (i64 j = 0; j < nc; j += BNR) {
+                    const i64 w = nc - j < BNR ? nc - j : BNR;
+                    float *ct = c + i * ldc + jc + j;
+                    const float *panel = packed + j * kc;
+                    if ((w & 15) == 0) {
+                        blocked_tile_any(mr, (int)(w >> 4), r, kc, ai, la, panel, ct, ldc, load,
+                                         bias_here ? bias_here + jc + j : 0);
+                        continue;
+                    }
+                    /* A tail narrower than a vector: the tile in a buffer, then copied. */
+                    for (int t = 0; t < mr; t++)
+                        for (i64 q = 0; q < w; q++) edge[t * BNR + q] = load ? ct[t * ldc + q] : 0;
+                    blocked_tile_any(mr, (int)((w + 15) >> 4), r, kc, ai, la, panel, edge, BNR,
+                                     1, 0);
+                    for (int t = 0; t < mr; t++)
+                        for (i64 q = 0; q < w; q++)
+                            ct[t * ldc + q] = bias_here ? edge[t * BNR + q] + bias_here[jc + j + q]
+                                                        : edge[t * BNR + q];
+                }
+            }
+        }
+    }
+    free(packed);
+    return 1;
+}
+
+/* `blocked` for the C workers, each element summed in order from zero as the tiles do where
+   memory for a block ran out. */
+void fg_sgemm_blocked_f32(const float *a, const float *b, float *c, const float *bias, i64 sam,
+                          i64 sak, i64 sbk, i64 sbn, i64 ldc, i64 m, i64 k, i64 n, i64 first,
+                          i64 last, i64 by_rows) {
+    if (blocked(a, b, c, bias, sam, sak, sbk, sbn, ldc, m, k, n, first, last, by_rows)) return;
+    const i64 i0 = by_rows ? first * BMR : 0, i1 = by_rows ? (last * BMR < m ? last * BMR : m) : m;
+    const i64 j0 = by_rows ? 0 : first * BNR, j1 = by_rows ? n : (last * BNR < n ? last * BNR : n);
+    for (i64 i = i0; i < i1; i++)
+        for (i64 j = j0; j < j1; j++) {
+            float acc = 0.0f;
+            for (i64 p = 0; p < k; p++) acc = fmaf(a[i * sam + p * sak], b[p * sbk + j * sbn], acc);
+            c[i * ldc + j] = bias ? acc + bias[j] : acc;
+        }
+}
+
 /* dst (cols x rows, row-major, row stride `ld`) = the transpose of src (rows x cols, element
    (i, j) at src[i * rs + j * cs]), plus bias[i] in dst's column i if `bias` is not null
    (a product computed transposed, its row of biases added as it is written back). 8 x 8
