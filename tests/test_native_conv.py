@@ -13,7 +13,7 @@ import torch
 
 import fusegrad
 from fusegrad import _cbuild
-from fusegrad.ops import _conv_native, _native, _parallel
+from fusegrad.ops import _conv_native, _native, _parallel, _sgemm
 from fusegrad.ops import conv as conv_ops
 
 needs_cc = pytest.mark.skipif(_cbuild.compiler() is None, reason="needs a C compiler")
@@ -73,12 +73,23 @@ def test_conv2d_forward_and_backward_match_torch(xs, ws, kw, dt, native):
 def test_c_kernels_give_the_numpy_paths_bits(monkeypatch, xs, ws, kw, dt):
     """im2col and the batch moves are copies and the bias one add, and col2im sums each
     pixel's offsets in the NumPy path's order (below `TWO_STAGE_MIN_WIDTH`): the same
-    bits with C on and off, except where the convolution runs direct (`_direct`)."""
+    bits with C on and off, except where the convolution runs direct (`_direct`) or a
+    product runs in fusegrad's own GEMM kernel (`_sgemm`, C only), which sum in another
+    order than OpenBLAS."""
     x, w, b = _data(xs, ws, dt)
     direct_runs = []
     forward = _conv_native.direct_forward
     monkeypatch.setattr(_conv_native, "direct_forward",
                         lambda *a: direct_runs.append(1) or forward(*a))
+    product = _sgemm.product
+
+    def own_product(*args):
+        own = product(*args)
+        if own is not None:
+            direct_runs.append(1)
+        return own
+
+    monkeypatch.setattr(_sgemm, "product", own_product)
     with _native.native_kernels(True):
         on = _step(fusegrad, x, w, b, **kw)
     with _native.native_kernels(False):
@@ -86,7 +97,7 @@ def test_c_kernels_give_the_numpy_paths_bits(monkeypatch, xs, ws, kw, dt):
     two_stage = ws[3] >= conv_ops.TWO_STAGE_MIN_WIDTH
     direct = bool(direct_runs)
     for i, (a, r) in enumerate(zip(on, off)):
-        if direct and i < 3:  # a direct convolution (in C only) sums in another order
+        if direct and i < 3:  # a direct convolution or own GEMM (C only): another order
             tol = 1e-5 if dt == np.float32 else 1e-12
             np.testing.assert_allclose(a, r, rtol=tol, atol=tol * np.abs(r).max())
         elif i == 1 and two_stage:  # a different order of the same sums

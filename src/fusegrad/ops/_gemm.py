@@ -81,12 +81,16 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None,
     if a.ndim == 2 == b.ndim and a.shape[0] * a.shape[1] * b.shape[1] <= _blas.SERIAL_MNK:
         # The common small product, first: one piece (under `GEMM_PIECE`), run serially.
         return _plus(np.matmul(a, b) if out is None else np.matmul(a, b, out=out), bias)
-    if b.ndim == 2 == a.ndim and b.dtype is _F32 is a.dtype and \
-            (own := _sgemm.product(a, b, bias)) is not None:
-        if out is None:
-            return own
-        out[...] = own  # (the same bits as without `out`, as PyTorch's out= variants)
-        return out
+    if b.dtype is _F32 is a.dtype:
+        if b.ndim == 2 == a.ndim:
+            if (own := _sgemm.product(a, b, bias, out)) is not None:
+                return own
+        elif b.ndim == 3 == a.ndim and a.shape[0] == 1 == b.shape[0] and \
+                (out is None or out.shape[0] == 1) and \
+                (own := _sgemm.product(a[0], b[0], bias, None if out is None else out[0])) \
+                is not None:
+            # A stack of one product (a convolution of one group, as `conv` calls it).
+            return own[None] if out is None else out
     if a.ndim < 2 or b.ndim < 2 or not _blas.available():
         return _plus(np.matmul(a, b, out=out), bias)
     if out is None and b.ndim == 2 == a.ndim and b.dtype is _F32 is a.dtype and \

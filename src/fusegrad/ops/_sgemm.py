@@ -121,11 +121,24 @@ def _steps(x: np.ndarray) -> tuple[int, int] | None:
     return s0 // _ITEM, s1 // _ITEM
 
 
-def product(a: np.ndarray, b: np.ndarray, bias: np.ndarray | None) -> np.ndarray | None:
+def product(a: np.ndarray, b: np.ndarray, bias: np.ndarray | None,
+            out: np.ndarray | None = None) -> np.ndarray | None:
     """`a @ b` (+ `bias`, a C-contiguous row of the result's width) for float32 matrices in
-    this kernel's range, as a new C-contiguous array; None where the kernel does not take it
-    (another dtype or size, a right operand with neither rows nor columns of unit stride,
-    no AVX-512 build)."""
+    this kernel's range, as a new C-contiguous array, or written into `out` (an m x n
+    float32 array) and `out` returned; None where the kernel does not take it (another
+    dtype or size, a right operand with neither rows nor columns of unit stride, no AVX-512
+    build), `out` then untouched."""
+    own = _product(a, b, bias, out)
+    if own is None or out is None or own is out:
+        return own
+    out[...] = own  # (the same bits as without `out`, as PyTorch's out= variants)
+    return out
+
+
+def _product(a: np.ndarray, b: np.ndarray, bias: np.ndarray | None,
+             out: np.ndarray | None) -> np.ndarray | None:
+    """`product`, `out` written in place only by the blocked kernel (where it is a
+    C-contiguous array apart from the operands)."""
     (m, k), n = a.shape, b.shape[1]
     mnk = m * n * k
     if mnk <= MIN_MNK or not _available():
@@ -139,7 +152,7 @@ def product(a: np.ndarray, b: np.ndarray, bias: np.ndarray | None) -> np.ndarray
     if (mnk > MAX_MNK or k > MAX_K) and not (
             m <= MAX_NT_ROWS and m * k <= MAX_NT_BATCH and k <= MAX_K and sa[1] == 1 and
             sb[0] == 1):
-        return _blocked(a, b, bias, sa, sb, m, k, n)
+        return _blocked(a, b, bias, sa, sb, m, k, n, out)
     fn = _native.function("sgemm", "fg_sgemm_f32", _SIGNATURE)
     address = _native.address
     if sb[1] == 1:  # B's rows are runs: C = A @ B directly
@@ -191,13 +204,17 @@ def product(a: np.ndarray, b: np.ndarray, bias: np.ndarray | None) -> np.ndarray
 
 
 def _blocked(a: np.ndarray, b: np.ndarray, bias: np.ndarray | None, sa: tuple[int, int],
-             sb: tuple[int, int], m: int, k: int, n: int) -> np.ndarray | None:
+             sb: tuple[int, int], m: int, k: int, n: int,
+             out: np.ndarray | None = None) -> np.ndarray | None:
     """A large product (`BLOCKED` in the module docstring) by the cache-blocked kernel
-    (`fg_sgemm_blocked_f32`); None where neither of an operand's strides is a unit (the
-    OpenBLAS path copies it)."""
+    (`fg_sgemm_blocked_f32`), into `out` where it is a C-contiguous float32 array apart from
+    the operands, else into a new array; None where neither of an operand's strides is a
+    unit (the OpenBLAS path copies it)."""
     if 1 not in sa or 1 not in sb:
         return None
-    out = np.empty((m, n), _F32)
+    if out is None or out.dtype is not _F32 or not out.flags.c_contiguous or \
+            np.may_share_memory(out, a) or np.may_share_memory(out, b):
+        out = np.empty((m, n), _F32)
     address = _native.address
     # A weight's gradient (rows of C at least its columns) is cut by rows, a batch's product
     # by column panels (a weight's rows for `x @ W.T`): each core writes the rows of a

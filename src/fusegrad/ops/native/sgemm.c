@@ -257,6 +257,7 @@ void fg_sgemm_nt_cols_f32(const float *x, const float *w, float *c, const float 
 #define BNV 3
 #define BNR (16 * BNV)
 #define BKC 128
+#define BSTRIP_PANELS 4 /* panels of a block from which a transposed A's strip is copied */
 #define BNC 1008 /* 21 panels: a block of B (BKC x BNC) is half a MB, in the core's L2 */
 
 /* An mr x (16 nv) tile of C (+)= A (mr x kc) @ panel (kc x BNR): A element (r, p) at
@@ -389,7 +390,9 @@ static int blocked(const float *a, const float *b, float *c, const float *bias, 
                 const float *ai = a + i * sam + pc * sak;
                 i64 la = lda;
                 int r = rows;
-                if (!rows) {  /* the strip of A, step by step, in one run */
+                if (!rows && nc >= BSTRIP_PANELS * BNR) {
+                    /* the strip of A, step by step, in one run (for a few panels the copy
+                       costs more than it saves) */
                     for (i64 p = 0; p < kc; p++)
                         for (int t = 0; t < mr; t++) strip[p * BMR + t] = ai[p * lda + t];
                     ai = strip;
