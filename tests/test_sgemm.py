@@ -309,3 +309,26 @@ def test_any_cut_of_the_blocked_kernel_gives_the_same_bits(by_rows):
     np.testing.assert_array_equal(parts, whole)
     np.testing.assert_array_equal(whole, _tiles(a, np.ascontiguousarray(b), bias))
     assert np.isnan(whole[5]).all() and not np.isnan(whole[4]).any()
+
+
+def test_the_blocked_kernel_writes_out_in_place_only_where_it_may():
+    """`out` of the product's shape, C-contiguous and apart from the operands is written in
+    place; one that overlaps an operand, is strided or has another shape is not (the first
+    two get the product's bits through a copy, the last NumPy's broadcast error)."""
+    rng = np.random.default_rng(17)
+    a = rng.standard_normal((256, 300)).astype(np.float32)
+    b = rng.standard_normal((300, 512)).astype(np.float32)
+    want = _sgemm.product(a, b, None)
+    out = np.empty((256, 512), np.float32)
+    assert _sgemm.product(a, b, None, out) is out
+    np.testing.assert_array_equal(out, want)
+    wide = np.zeros((256, 1024), np.float32)
+    assert _sgemm.product(a, b, None, wide[:, ::2]) is not None
+    np.testing.assert_array_equal(wide[:, ::2], want)
+    assert not wide[:, 1::2].any()
+    square = rng.standard_normal((512, 512)).astype(np.float32)
+    expected = _sgemm.product(square, square, None)
+    assert _sgemm.product(square, square, None, square) is square
+    np.testing.assert_array_equal(square, expected)
+    with pytest.raises(ValueError):
+        _sgemm.product(a, b, None, np.empty((128, 512), np.float32))

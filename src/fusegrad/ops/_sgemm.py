@@ -212,8 +212,9 @@ def _blocked(a: np.ndarray, b: np.ndarray, bias: np.ndarray | None, sa: tuple[in
     unit (the OpenBLAS path copies it)."""
     if 1 not in sa or 1 not in sb:
         return None
-    if out is None or out.dtype is not _F32 or not out.flags.c_contiguous or \
-            np.may_share_memory(out, a) or np.may_share_memory(out, b):
+    if out is None or out.dtype is not _F32 or out.shape != (m, n) or \
+            not out.flags.c_contiguous or np.may_share_memory(out, a) or \
+            np.may_share_memory(out, b):
         out = np.empty((m, n), _F32)
     address = _native.address
     # A weight's gradient (rows of C at least its columns) is cut by rows, a batch's product
