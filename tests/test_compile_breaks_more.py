@@ -111,7 +111,8 @@ def test_object_made_before_a_break_reuses_the_resumed_graph():
         assert type(got[1]) is Out and type(got[2]) is Plain
         if i == 0:
             first = graph_count(counter)
-    assert first == (2 if CAPTURES else 0)
+    # (as torch: the resume point holds objects, no tensor, and runs uncaptured)
+    assert first == (1 if CAPTURES else 0)
     assert graph_count(counter) == first, "the resumed code recompiled on a new object"
 
 

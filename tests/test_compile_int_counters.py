@@ -210,9 +210,15 @@ def test_a_counter_compiles_as_few_graphs_as_torch(name, static_one):
 @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
 def test_aot_traces_a_counter_once(backend):
     """Seven user-Adam steps: one AOT trace per captured graph (three), not one per step."""
+    from fusegrad.compiler import logs
+
     fusegrad._dynamo.reset()
-    with logged("aot_graphs", ("Forward graph", "Inference graph")) as traces:
-        _user_adam(fusegrad, compiled=backend)
+    logs.set_logs(aot_graphs=True)  # (the graphs' text is made only for a log that is on)
+    try:
+        with logged("aot_graphs", ("TRACED GRAPH\n ===== Forward graph",)) as traces:
+            _user_adam(fusegrad, compiled=backend)
+    finally:
+        logs.set_logs(aot_graphs=False)
     assert len(traces) == 3, len(traces)
 
 

@@ -231,4 +231,6 @@ def test_new_object_written_then_passed_to_breaking_function(cls):
         close(f(x, a), g(x, b))
         close(a.w, b.w)
     if CAPTURES:
-        assert counter.graphs == 3  # f before, _peek after its break, f after
+        # f before and f after, as torch: the rest of _peek after its break holds no tensor
+        # (`p` is an object) and its code names no tensor module, so it runs uncaptured.
+        assert counter.graphs == 2

@@ -75,8 +75,9 @@ def make_program(seed: int) -> str:
 
 
 # Graphs each chunk of 50 programs captures: the same on every version that captures (the
-# programs are the same; only their bytecode differs).
-CHUNK_GRAPHS = {0: 70, 1: 66, 2: 70, 3: 77}
+# programs are the same; only their bytecode differs), torch.compile's on 3.11 (a resume
+# point whose live locals hold no tensor is skipped).
+CHUNK_GRAPHS = {0: 64, 1: 66, 2: 67, 3: 74}
 
 
 def _run(fn, arrays):

@@ -265,7 +265,7 @@ def _cast(t, dtype, lower):
             return hit[1]
         # Made with grad on, as PyTorch's cache makes it: a cast first made under no_grad
         # and reused by a later forward with grad must still carry the weight's gradient.
-        if _local.grad_enabled:
+        if _local.grad_mode:
             out = t.to(dtype)
         else:
             set_grad_enabled(True)

@@ -114,7 +114,7 @@ def _rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad=Fals
     kind = getattr(storage, "kind", None)
     t = _view(storage, storage_offset, size, stride, kind)
     if requires_grad:
-        t.requires_grad_(True)
+        t._requires_grad_unguarded(True)
     return t
 
 
@@ -122,7 +122,7 @@ def _rebuild_tensor_v3(storage, storage_offset, size, stride, requires_grad, bac
                        dtype, metadata=None) -> Tensor:
     t = _view(storage, storage_offset, size, stride, dtype)
     if requires_grad:
-        t.requires_grad_(True)
+        t._requires_grad_unguarded(True)
     return t
 
 

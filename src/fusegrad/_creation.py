@@ -27,6 +27,7 @@ from ._scalar_conversion import (
 )
 from ._shapes import (
     FORMAT_ORDERS,
+    elem_strides,
     format_empty,
     format_order,
     in_memory_order,
@@ -723,8 +724,11 @@ def arange(start=None, end=None, step=1, *, out=None, dtype=None, layout=None, d
     if dtype is None:
         dtype = (_dtype.defaults.float if any(isinstance(v, float) for v in vals)
                  else _dtype.int64)
-    if not dtype.is_floating_point and any(v.__class__ is int and v >= 1 << 63 for v in vals):
-        # (an integer range is reckoned in int64, which a uint64 number overflows)
+    if not dtype.is_floating_point and any(v.__class__ is int and v >= 1 << 63 for v in vals) \
+            or dtype is _dtype.int64 and any(v.__class__ is float and not _INT64_RANGE[0] <= v <
+                                             _INT64_RANGE[1] for v in vals):
+        # (an integer range is reckoned in int64, which a uint64 number (or a float beyond
+        # int64's range, for an int64 result) overflows)
         raise RuntimeError("value cannot be converted to type int64_t without overflow")
     if dtype is _dtype.bool_ or dtype.is_complex:
         raise not_implemented_for("arange_cpu", dtype)
@@ -734,7 +738,9 @@ def arange(start=None, end=None, step=1, *, out=None, dtype=None, layout=None, d
         raise RuntimeError(f"unsupported range: {_fmt_number(start)} -> {_fmt_number(end)}")
     if (end - start) * step < 0:
         raise RuntimeError("upper bound and lower bound inconsistent with step sign")
-    if all(isinstance(v, numbers.Integral) for v in vals):
+    if dtype is _dtype.int64 and all(v.__class__ is int or v.__class__ is float for v in vals):
+        n = _int64_range_size(start, end, step)
+    elif all(isinstance(v, numbers.Integral) for v in vals):
         n = max(-((start - end) // step), 0)  # exact for integers (and symbolic sizes)
     else:
         n = math.ceil((end - start) / step)  # the size is reckoned in doubles
@@ -751,6 +757,24 @@ def arange(start=None, end=None, step=1, *, out=None, dtype=None, layout=None, d
     return _factory((n,), dtype, requires_grad,
                     lambda dt: (start + np.arange(n, dtype=np.float64 if dtype.is_floating_point
                                                   else np.int64) * step).astype(dt), device=dev)
+
+
+_INT64_RANGE = (-2.0 ** 63, 2.0 ** 63)
+
+
+def _int64_range_size(start, end, step) -> int:
+    """The length of an int64 `arange`, reckoned as PyTorch does: in int64 arithmetic (which
+    wraps) on the arguments' integer parts, so a range whose span passes int64's limits is
+    refused or empty rather than counted exactly."""
+    start, end, step = int(start), int(end), int(step)
+    if step == 0:  # (a fractional step: its integer part)
+        raise ValueError("step must be nonzero")
+    sign = (step > 0) - (step < 0)
+    span = (end - start + step - sign + (1 << 63)) % (1 << 64) - (1 << 63)
+    n = abs(span) // abs(step)  # (C's division, towards zero)
+    if (span < 0) != (step < 0) and n:
+        raise RuntimeError("invalid size, possible overflow?")
+    return n
 
 
 def _fmt_number(v) -> str:
@@ -1033,9 +1057,16 @@ def _like(fn, name):
              memory_format=None, **kwargs):
         if device is None and (_active.default_device or not input._plain):
             device = input.device  # (by default, the input's device: a meta tensor's too)
-        return _in_order(fn, tuple(input.shape), _like_order(input, memory_format), *args,
-                         dtype=dtype or input.dtype, device=device, requires_grad=requires_grad,
-                         **kwargs)
+        out = _in_order(fn, tuple(input.shape), _like_order(input, memory_format), *args,
+                        dtype=dtype or input.dtype, device=device, requires_grad=requires_grad,
+                        **kwargs)
+        if input._data.__class__ is np.ndarray and not input._data.size and \
+                out._data.__class__ is np.ndarray and (
+                    memory_format is None or memory_format.name == "preserve_format"):
+            # An empty input's strides are kept as they are, as PyTorch's (nothing orders
+            # the dims of an empty tensor).
+            out._data = strided_empty(out._data, elem_strides(input._data))
+        return out
 
     like.__name__ = name
     like.__doc__ = f"`{fn.__name__}` with the shape (and by default dtype) of `input`."

@@ -474,7 +474,7 @@ class Tensor:
         """The data as a NumPy array sharing memory."""
         # as in PyTorch, refused only while grad mode is on: under no_grad the array cannot
         # feed a recorded graph
-        if self._rg and not force and _grad_local.grad_enabled:
+        if self._rg and not force and _grad_local.grad_mode:
             raise RuntimeError(
                 "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() "
                 "instead.")
@@ -483,7 +483,7 @@ class Tensor:
         return self._data_dependent("numpy")
 
     def __array__(self, dtype=None, copy=None):
-        if self._rg and _grad_local.grad_enabled:
+        if self._rg and _grad_local.grad_mode:
             self.numpy()  # raises PyTorch's error: NumPy may not read a tensor requiring grad
         data = self._data_dependent("__array__")
         if dtype is not None:
@@ -778,6 +778,15 @@ class Tensor:
 
     def requires_grad_(self, requires_grad: bool = True):
         """Set `requires_grad` in place; returns self."""
+        if _grad_local.transforms and _refuses_requires_grad(_grad_local.transforms):
+            raise RuntimeError(_REQUIRES_GRAD_UNDER_TRANSFORM)
+        self._set_requires_grad(
+            requires_grad, "only Tensors of floating point dtype can require gradients")
+        return self
+
+    def _requires_grad_unguarded(self, requires_grad: bool = True):
+        """`requires_grad_` without the refusal under a function transform: the spelling of
+        fusegrad's own code (transforms' leaves, factories' `requires_grad=True`)."""
         self._set_requires_grad(
             requires_grad, "only Tensors of floating point dtype can require gradients")
         return self
@@ -823,6 +832,20 @@ class Tensor:
         """Compute the gradient of this tensor w.r.t. the graph leaves."""
         (_backward or _load_backward())(self, gradient, retain_graph, create_graph,
                                          inputs=inputs)
+
+
+_REQUIRES_GRAD_UNDER_TRANSFORM = (
+    "You are attempting to call Tensor.requires_grad_() (or perhaps using "
+    "torch.autograd.functional.* APIs) inside of a function being transformed by a functorch "
+    "transform. This is unsupported, please attempt to use the functorch transforms (e.g. "
+    "grad, vjp, jacrev, jacfwd, hessian) or call requires_grad_() outside of a function being "
+    "transformed instead.")
+
+
+def _refuses_requires_grad(transforms: tuple) -> bool:
+    """Whether a running transform refuses `Tensor.requires_grad_()`: all do but
+    `linearize`, whose function PyTorch traces outside any transform."""
+    return any(getattr(t, "refuses_requires_grad", True) for t in transforms)
 
 
 _FROM_NP = _dtype.FROM_NP

@@ -20,7 +20,7 @@ A count is a list of None whose length is the count: `append` and `pop` are atom
 change counts without a lock. A count may exceed what the threads hold (a thread that ends
 inside `no_grad` or a mode leaves its part behind; readers then pay the thread-local read),
 never fall below it: a count is raised before the state it covers changes and lowered after.
-So grad mode is set only through `set_grad_enabled` (and `restore`).
+So grad mode is set only through `set_grad_enabled`, `set_inference` (and `restore`).
 
 The stacks are tuples, replaced rather than changed in place, so a copy of a thread's
 `__dict__` is a snapshot of its whole state: the backward engine takes one and puts it back
@@ -37,7 +37,11 @@ from _thread import _local as _thread_local
 class ThreadState(_thread_local):
     """The calling thread's state; the class attributes are a new thread's values."""
 
+    # Whether ops record history: grad mode on and inference mode off. What every op reads;
+    # `grad_mode` is the grad mode itself (`is_grad_enabled()`), which `enable_grad()` may
+    # turn on inside `inference_mode()` without ops recording, as in PyTorch.
     grad_enabled = True
+    grad_mode = True
     inference = False
     modes = ()  # dispatch modes, innermost last
     saved_hooks = ()  # (pack, unpack) pairs of saved_tensors_hooks, innermost last
@@ -90,8 +94,29 @@ _COUNTED = ("modes", "saved_hooks")
 
 
 def set_grad_enabled(mode: bool) -> None:
-    """Set this thread's grad mode."""
+    """Set this thread's grad mode (ops record only while inference mode is off too)."""
+    state = local
+    mode = state.grad_mode = bool(mode)
+    if mode and state.inference:
+        mode = False
+    if state.grad_enabled is mode:  # (`_set_recording`, inline: every no_grad block asks)
+        return
+    if mode:
+        state.grad_enabled = True
+        active.grad_off.pop()
+    else:
+        active.grad_off.append(None)
+        state.grad_enabled = False
+
+
+def set_inference(mode: bool) -> None:
+    """Set this thread's inference mode (ops record only while it is off and grad mode on)."""
     mode = bool(mode)
+    local.inference = mode
+    _set_recording(local.grad_mode and not mode)
+
+
+def _set_recording(mode: bool) -> None:
     if local.grad_enabled is mode:
         return
     if mode:

@@ -537,7 +537,7 @@ def make_subclass(cls, data, require_grad: bool = False):
         t = data.detach()
     t = _retype(t, cls)
     if require_grad:
-        t.requires_grad_(True)
+        t._requires_grad_unguarded(True)
     return t
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 import re
 import sys
 import types
@@ -898,6 +899,10 @@ def refuse(info: list, args: tuple, kwargs: dict | None,
     """Called when a call raised (`raised`, where known, `depth` frames below the caller's):
     PyTorch's error instead, where its argument parser (or its Python) would have refused
     an argument before anything ran."""
+    if raised is not None and kwargs and raised.__class__ is TypeError:
+        error = _unexpected_keyword_error(info, raised, args, kwargs)
+        if error is not None:
+            raise error from None
     if raised is not None and raised.__class__ is TypeError and (
             "argument '" in (text := str(raised)) or "invalid combination" in text):
         # fusegrad's own wording of PyTorch's parser (`masked_fill() received ...`), which
@@ -921,6 +926,44 @@ def refuse(info: list, args: tuple, kwargs: dict | None,
         return
     if error is not None:
         raise error from None
+
+
+# Public name -> `parse(input, args, kwargs, method)`, PyTorch's parser over the function's
+# overloads (raising its TypeError for arguments no overload takes), registered by the
+# functions whose overloads are written down (`_functions.reduction`): a call naming a
+# keyword none of them has gets its message rather than Python's.
+KEYWORD_PARSERS: dict = {}
+
+
+# The files of the frames that call a public function's own code: its protocol wrapper
+# (the module's and the generated ones) and the `out=` guard (`_out.py`).
+_CALLING_FILES = frozenset((__file__, "<torch function wrapper>",
+                            __file__.rpartition(os.sep)[0] + os.sep + "_out.py"))
+
+
+def _unexpected_keyword_error(info: list, raised: BaseException, args: tuple, kwargs: dict):
+    """PyTorch's parser's error for a keyword no overload of a function in
+    `KEYWORD_PARSERS` has (Python's `sum() got an unexpected keyword argument 'foo'`, raised
+    where the call bound its arguments: in a frame that calls the function), or None."""
+    space, _, name = info[2].rpartition(".")
+    parse = KEYWORD_PARSERS.get(name)
+    if parse is None or space not in ("torch", "torch.Tensor") or \
+            not (args or "input" in kwargs) or \
+            not str(raised).startswith(f"{name}() got an unexpected keyword argument"):
+        return None
+    tb = raised.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None or tb.tb_frame.f_code.co_filename not in _CALLING_FILES:
+        return None
+    try:
+        if args:
+            parse(args[0], args[1:], kwargs, space == "torch.Tensor")
+        else:  # (`input` among the keywords)
+            parse(None, (), kwargs, False)
+    except TypeError as error:
+        return error
+    return None
 
 
 def _missing_error(info: list, raised: BaseException, depth: int):

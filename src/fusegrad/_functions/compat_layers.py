@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import builtins
 import functools
+import math
 import warnings
 
 from .. import _creation, _device, _dtype
@@ -89,18 +90,31 @@ def range(start=0, end=None, step=1, *, out=None, dtype=None, layout=None,  # no
                   "its behavior is inconsistent with Python's range builtin. Instead, use "
                   "torch.arange, which produces values in [start, end).", UserWarning,
                   stacklevel=warning_stacklevel(2))
-    if end is None:
-        start, end = 0, start
-    if step == 0:
+    if end is None:  # (no one-argument form, unlike arange)
+        raise TypeError('range() missing 1 required positional arguments: "end"')
+    dtype = dtype or _dtype.get_default_dtype()
+    # Reckoned as PyTorch's kernel does: in doubles for a floating dtype, in the arguments'
+    # integer parts for an integer one; the count is truncated from the division (so
+    # `range(0, 1, 0.1)` has 11 elements where floor division would give 10).
+    wide = float if dtype.is_floating_point else int
+    start, end, step = (wide(v.item() if isinstance(v, Tensor) else v)
+                        for v in (start, end, step))
+    if not (step > 0 or step < 0):  # (a NaN step too)
         raise RuntimeError("step must be nonzero")
-    count = int((end - start) // step) + 1
+    if wide is float and not (math.isfinite(start) and math.isfinite(end)):
+        raise RuntimeError(f"unsupported range: {_creation._fmt_number(start)} -> "
+                           f"{_creation._fmt_number(end)}")
+    if (end - start) * step < 0:
+        raise RuntimeError("upper bound and lower bound inconsistent with step sign")
+    count = int((end - start) / step + 1) if wide is float else (end - start) // step + 1
     dev = _creation._check_device(device)
     # (on the CPU unless told otherwise: PyTorch's default device does not reach `range`)
-    out = _creation.arange(count, dtype=_dtype.float64, device=_device.cpu) * step + start
-    out = out.to(dtype or _dtype.get_default_dtype())
+    out = _creation.arange(count, dtype=_dtype.float64 if wide is float else _dtype.int64,
+                           device=_device.cpu) * step + start
+    out = out.to(dtype)
     if dev is not None and dev.type == "meta":
         out = out.to(dev)
-    return out.requires_grad_(True) if requires_grad else out
+    return out._requires_grad_unguarded(True) if requires_grad else out
 
 
 # ---------------------------------------------------------------- control flow, eager

@@ -241,7 +241,7 @@ def empty_permuted(size, physical_layout, *, dtype=None, layout=None, device=Non
                            f"len(physical_layout) = {len(order)}")
     phys = _creation.zeros([size[d] for d in order], dtype=dtype, device=device)
     out = phys.permute(list(np.argsort(order)))
-    return out.requires_grad_(requires_grad) if requires_grad else out
+    return out._requires_grad_unguarded(requires_grad) if requires_grad else out
 
 
 def nonzero_static(input: Tensor, *, size: int, fill_value: int = -1) -> Tensor:
@@ -250,8 +250,8 @@ def nonzero_static(input: Tensor, *, size: int, fill_value: int = -1) -> Tensor:
         raise RuntimeError(f"nonzero_static: 'size' must be an non-negative integer, but got "
                            f"size: {size}")
     found = nonzero(input)[:size]
-    if found.shape[0] == size:
-        return found
+    if found.shape[0] == size:  # (row-major, as PyTorch's: nonzero's rows are strided)
+        return _creation.empty((size, input.dim()), dtype=_dtype.int64).copy_(found)
     pad = _creation.full((size - found.shape[0], input.dim()), fill_value, dtype=_dtype.int64)
     return cat([found, pad], 0)
 
@@ -282,7 +282,7 @@ def frombuffer(buffer, *, dtype, count: int = -1, offset: int = 0,
         data = data.view()
         data.flags.writeable = False
     out = Tensor._make(data, dtype)
-    return out.requires_grad_(True) if requires_grad else out
+    return out._requires_grad_unguarded(True) if requires_grad else out
 
 
 

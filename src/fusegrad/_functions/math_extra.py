@@ -121,9 +121,9 @@ def isreal(input: Tensor) -> Tensor:
     """True where the imaginary part is zero; all True for a non-complex tensor."""
     if input.dtype.is_complex:
         return input.imag == 0
-    from .._creation import ones
+    from .._creation import ones_like
 
-    return ones(tuple(input.shape), dtype=_dtype.bool_)
+    return ones_like(input, dtype=_dtype.bool_)  # (laid out as the input, as PyTorch's)
 
 
 def clamp_min(input: Tensor, min, *, out=None) -> Tensor:  # noqa: A002

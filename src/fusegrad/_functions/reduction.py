@@ -16,6 +16,7 @@ from .._dtype import as_dtype
 from .._dtype import dtype as _dtype_cls
 from .._symbolic import SymInt
 from .._tensor import Tensor, int_list_error
+from .._torch_function_wrappers import KEYWORD_PARSERS
 from .._type_names import python_type_name
 from ..ops import REGISTRY
 from ..ops import pointwise as P
@@ -839,6 +840,14 @@ TOPK = _args.Overloads(
     ("int k, int dim=-1, bool largest=True, bool sorted=True",))
 
 
+def _keyword_parser(name: str, overloads: _args.Overloads):
+    """PyTorch's parser over `overloads` (`_torch_function_wrappers.KEYWORD_PARSERS`)."""
+    def parse(input, args: tuple, kwargs: dict, method: bool):
+        return _args.parsed(name, overloads, input, args, kwargs, method)
+
+    return parse
+
+
 def topk(input, k, dim=-1, largest=True, sorted=True, *, out=None, axis=None):  # noqa: A002
     """The k largest (or smallest) values and their indices along `dim`."""
     if axis is not None:
@@ -1053,3 +1062,10 @@ def _msort_method(self, *args, **kwargs):
 
 _msort_method.__name__ = "msort"
 _msort_method.__qualname__ = "Tensor.msort"
+
+
+# A keyword none of these functions' overloads has: PyTorch's parser's message.
+for _name, _overloads in (("sum", _SUM), ("mean", _MEAN), ("var", _VAR_OVERLOADS),
+                          ("std", _VAR_OVERLOADS), ("var_mean", _VAR_MEAN_OVERLOADS),
+                          ("std_mean", _VAR_MEAN_OVERLOADS), ("topk", TOPK)):
+    KEYWORD_PARSERS[_name] = _keyword_parser(_name, _overloads)

@@ -536,6 +536,8 @@ def chunk(input, chunks, dim=0, *, axis=None):
         if not (isinstance(chunks, Tensor) and chunks._data is None):  # (capture's stand-in)
             _args.int_arguments("chunk", ("chunks", chunks))
         chunks = int_argument(chunks, fake_tensor=True)
+    if isinstance(input, Tensor) and not input.ndim:
+        raise RuntimeError("chunk expects at least a 1-dimensional tensor")
     if chunks <= 0:
         raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
     size = input.shape[wrap_dim(dim, input.ndim)]
@@ -674,11 +676,15 @@ def flip(input, *spread, dims=None):
 
 def fliplr(input):
     """flip along dim 1."""
+    if isinstance(input, Tensor) and input.ndim < 2:
+        raise RuntimeError("Input must be >= 2-d.")
     return flip(input, (1,))
 
 
 def flipud(input):
     """flip along dim 0."""
+    if isinstance(input, Tensor) and input.ndim < 1:
+        raise RuntimeError("Input must be >= 1-d.")
     return flip(input, (0,))
 
 

@@ -237,6 +237,8 @@ def cov(input: Tensor, *, correction: int = 1, fweights=None, aweights=None) -> 
     if input.ndim > 2:
         raise RuntimeError(f"cov(): expected input to have two or fewer dimensions but got "
                            f"an input with {input.ndim} dimensions")
+    if input.dtype is _dtype.bool_:
+        raise RuntimeError("cov(): bool dtype is not supported for input")
     x = view(input, (1, -1)) if input.ndim < 2 else input
     n_obs = x.shape[1]
     w = None
@@ -292,6 +294,8 @@ def histc(input: Tensor, bins: int = 100, min=0, max=0, *, out=None) -> Tensor: 
     are 0); values outside are ignored."""
     if bins.__class__ is not int:
         _args.int_parameter(bins, "histc", "bins", 1 if _args.is_method_copy(locals()) else 2)
+    if isinstance(input, Tensor) and input.dtype is _dtype.bool_:  # (its edges' kernel first)
+        raise NotImplementedError('"linspace_cpu" not implemented for \'Bool\'')
     return call(ST.histc, input, bins, min, max)
 
 
@@ -359,6 +363,14 @@ def pdist(input: Tensor, p: float = 2.0) -> Tensor:
 
 def dist(input: Tensor, other: Tensor, p=2) -> Tensor:
     """The p-norm of input - other."""
+    if isinstance(input, Tensor) and isinstance(other, Tensor):
+        # PyTorch's order: the difference's errors (bool operands), then the norm's dtype.
+        if input.dtype is _dtype.bool_ or other.dtype is _dtype.bool_:
+            input - other  # noqa: B018 (raises the subtraction's own message)
+        dt = _dtype.result_type(input, other)
+        if not (dt.is_floating_point or dt.is_complex):
+            raise RuntimeError("norm(): input dtype should be either floating point or "
+                               f"complex. Got {dt.legacy} instead.")
     return call(ST.dist, input, other, p)
 
 

@@ -241,7 +241,7 @@ def scalar_tensor(s, *, dtype=None, layout=None, device=None, pin_memory=None,
     if dt.itemsize != 2 or not dt.is_floating_point or value.__class__ is complex:
         value = checked_scalar(value, dt.np)
     out = Tensor._make(np.array(half_input(value, dt.np), dtype=dt.np), dt)
-    return out.requires_grad_(True) if requires_grad else out
+    return out._requires_grad_unguarded(True) if requires_grad else out
 
 
 def strided_arguments(name: str, size, stride, depth: int = 2) -> None:
@@ -281,7 +281,7 @@ def empty_strided(size, stride, *, dtype=None, layout=None, device=None,
     item = dt.np.itemsize
     data = np.lib.stride_tricks.as_strided(buf, size, tuple(s * item for s in stride))
     out = Tensor._make(data, dt)
-    return out.requires_grad_(True) if requires_grad else out
+    return out._requires_grad_unguarded(True) if requires_grad else out
 
 
 def asarray(obj, *, dtype=None, device=None, copy: bool | None = None,
@@ -304,7 +304,7 @@ def asarray(obj, *, dtype=None, device=None, copy: bool | None = None,
     else:
         out = tensor(obj, dtype=dtype)
     if requires_grad:
-        out.requires_grad_(True)
+        out._requires_grad_unguarded(True)
     return out
 
 

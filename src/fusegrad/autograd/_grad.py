@@ -151,7 +151,7 @@ def _zeros_for(x, create_graph: bool):
     # An unused input's materialized gradient: zeros like it, themselves requiring grad
     # under create_graph (as PyTorch's, to be differentiated further).
     zeros = x.new_zeros(x.shape)
-    return zeros.requires_grad_() if create_graph else zeros
+    return zeros._requires_grad_unguarded() if create_graph else zeros
 
 
 def _batched_grads(outputs, grads, inputs, retain_graph, create_graph, allow_unused):

@@ -215,7 +215,7 @@ def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, acc
     results = [None] * len(inputs) if inputs is not None else None
     caller = _thread_state.snapshot()
     grad_before, passes_before, tasks_before = \
-        _local.grad_enabled, _local.restricted_passes, _local.graph_tasks
+        _local.grad_mode, _local.restricted_passes, _local.graph_tasks
     _thread_state.set_grad_enabled(create_graph)
     # One entry per pass in progress in this thread, innermost last (`checkpoint_valid`).
     _local.restricted_passes = passes_before + (inputs is not None,)

@@ -461,7 +461,7 @@ def _stand_ins(args: tuple, duals: dict, swaps: dict, connect: bool) -> tuple[li
                 _set_tangent(stand_in, None)
                 keep = True
             else:
-                stand_in = a.detach().requires_grad_(True)
+                stand_in = a.detach()._requires_grad_unguarded(True)
             keep = keep or (connect and tangent.requires_grad)
             swaps[key] = stand_in
             pairs.append((stand_in, tangent))
@@ -604,7 +604,7 @@ def _in_place(op, args: tuple, duals: dict):
         old = target.clone() if linked else target.detach().clone()
         if id(target) in duals:
             if not linked:
-                old.requires_grad_(True)
+                old._requires_grad_unguarded(True)
             tangent = duals[id(target)]
             if connect:  # (the new tangent, written into this one, may have saved it)
                 tangent = tangent.clone()
@@ -729,7 +729,7 @@ def _products(outs: list, pairs: list, keep: bool) -> list:
     if not used or not pairs:
         return [None] * len(outs)
     with _Paused(), enable_grad():
-        dummies = [o.new_zeros(o.shape).requires_grad_(True) for o in used]
+        dummies = [o.new_zeros(o.shape)._requires_grad_unguarded(True) for o in used]
         got = _autograd_grad(used, [x for x, _ in pairs], dummies, create_graph=True,
                              allow_unused=True, materialize_grads=True)
         linear = [(g, t.to(g.dtype) if t.dtype != g.dtype else t)

@@ -333,7 +333,9 @@ def _apply(cls, args, kwargs, ctx_box: list | None = None):
     node._tensor_pos = tensor_pos
     node._n_args = len(args)
     node.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
-    record = _thread_local.grad_enabled and any(node.needs_input_grad)
+    # (grad mode, not recording: a custom Function records inside `inference_mode()` under
+    # `enable_grad()`, as PyTorch's)
+    record = _thread_local.grad_mode and any(node.needs_input_grad)
     separate = cls.setup_context is not Function.setup_context
     with no_grad():
         if separate:
@@ -479,7 +481,7 @@ def once_differentiable(fn):
     def wrapper(ctx, *args):
         with no_grad():
             outputs = fn(ctx, *args)
-        if not _thread_local.grad_enabled:
+        if not _thread_local.grad_mode:
             return outputs
         Tensor = _tensor_cls()
         needing = [a for a in args if isinstance(a, Tensor) and a.requires_grad]

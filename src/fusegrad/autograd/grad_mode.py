@@ -1,8 +1,10 @@
 """Grad mode: whether operations record autograd history; and inference mode.
 
 Both are per thread, as in PyTorch (`fusegrad._thread_state`): a new thread starts with grad
-on and inference off whatever other threads do. Grad mode is read on every op with an input
-requiring grad, so dispatch reads it from `_thread_state` directly.
+on and inference off whatever other threads do. Ops record while grad mode is on and inference
+mode off (`enable_grad()` inside `inference_mode()` turns grad mode on, not recording); every
+op with an input requiring grad asks, so dispatch reads the combined flag (`grad_enabled`)
+from `_thread_state` directly.
 """
 
 from __future__ import annotations
@@ -14,11 +16,13 @@ from _thread import allocate_lock
 
 from .._thread_state import local as _local
 from .._thread_state import set_grad_enabled as _set_grad
+from .._thread_state import set_inference as _set_inference
 
 
 def is_grad_enabled() -> bool:
-    """True when operations record history for backward (in the calling thread)."""
-    return _local.grad_enabled
+    """True when grad mode is on in the calling thread (operations record history for
+    backward unless inference mode is on too)."""
+    return _local.grad_mode
 
 
 def _decorate(factory, fn):
@@ -63,7 +67,7 @@ class _GradModeContext:
     _target: bool = True
 
     def __enter__(self) -> None:
-        self._prev = _local.grad_enabled
+        self._prev = _local.grad_mode
         _set_grad(self._target)
 
     def __exit__(self, *exc) -> None:
@@ -106,7 +110,7 @@ class set_grad_enabled(_GradModeContext):
         if type(mode).__name__ not in ("bool", "bool_"):  # (NumPy's bool is taken too)
             raise TypeError(f"set_grad_enabled(): argument 'enabled' (position 1) must be "
                             f"bool, not {type(mode).__name__}")
-        self._prev = _local.grad_enabled
+        self._prev = _local.grad_mode
         self._target = bool(mode)
         _set_grad(self._target)
 
@@ -228,16 +232,16 @@ class inference_mode(_GradModeContext):
         self.mode = bool(mode)
 
     def __enter__(self) -> None:
-        self._prev = _local.grad_enabled
+        self._prev = _local.grad_mode
         self._prev_inf = _local.inference
         if self.mode:
             _inference_entered(1)
+        _set_inference(self.mode)
         _set_grad(not self.mode)  # `inference_mode(False)` enables grad, even under no_grad
-        _local.inference = self.mode
 
     def __exit__(self, *exc) -> None:
+        _set_inference(self._prev_inf)
         _set_grad(self._prev)
-        _local.inference = self._prev_inf
         if self.mode:
             _inference_entered(-1)
 

@@ -63,6 +63,21 @@ class NodeExtras:
         self.metadata = {}
 
 
+# What `dir(node)` shows of the underscored names, and hides of the dunder ones.
+_NODE_DIR_PRIVATE = frozenset(("_sequence_nr", "_forward_cls", "_raw_saved_tensors"))
+_NODE_DIR_HIDDEN = frozenset(("__slots__", "__weakref__", "__module__"))
+
+
+def _raw_saved_tensor(node, name: str) -> bool:
+    """Whether `node.<name>` (a `_raw_saved_` attribute) is a saved tensor, which PyTorch
+    lists (a saved number or size has no raw form there)."""
+    try:
+        getattr(node, name)
+    except Exception:  # noqa: BLE001 (no such entry, or one freed: either way not listed)
+        return False
+    return True
+
+
 class Node:
     """A backward function in the autograd graph."""
 
@@ -96,6 +111,19 @@ class Node:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} object at {id(self):#x}>"
+
+    def __dir__(self) -> list:
+        """The attributes as PyTorch's nodes list them: the node API and the saved values
+        (`_saved_<name>`, `_raw_saved_<name>`), not the slots and helpers of this
+        implementation (a custom Function's node lists its `apply` and no `__call__`, as
+        PyTorch's)."""
+        custom = hasattr(type(self), "_forward_cls")
+        return sorted(n for n in object.__dir__(self) if (
+            n.startswith("_saved_") or n in _NODE_DIR_PRIVATE or
+            (n.startswith("_raw_saved_") and _raw_saved_tensor(self, n)) or
+            (n.startswith("__") and n not in _NODE_DIR_HIDDEN and not (
+                custom and n == "__call__")) or
+            (not n.startswith("_") and n != "release" and (custom or n != "apply"))))
 
     def _sequence_nr(self) -> int:
         return self._seq
@@ -951,7 +979,7 @@ class SavedHooked:
             self.acc = t._grad_acc
         # PyTorch runs the pack hook with grad mode off: what it computes (`t.numpy()`, a
         # copy) records no history
-        if _local.grad_enabled:
+        if _local.grad_mode:
             _thread_state.set_grad_enabled(False)
             try:
                 self.packed = pack(t)

@@ -31,5 +31,5 @@ class Variable(metaclass=_VariableMeta):
         if not isinstance(data, Tensor):
             raise TypeError(f"Variable data has to be a tensor, but got {type(data).__name__}")
         out = data.detach()
-        out.requires_grad_(bool(requires_grad))
+        out._requires_grad_unguarded(bool(requires_grad))
         return out

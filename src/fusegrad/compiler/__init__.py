@@ -184,6 +184,7 @@ class CompiledFunction:
         # a module passed as its first argument is followed by type from the first capture
         # (`FrameRunner.self_by_type`), so one graph serves every instance, as Dynamo's.
         self._self_by_type = False
+        self._callee = False  # made by `compile_callee` (see `FrameRunner.skips_tensorless`)
         functools.update_wrapper(self, fn)
 
     def with_function(self, fn) -> CompiledFunction:
@@ -222,6 +223,7 @@ class CompiledFunction:
         runner = FrameRunner(self._orig, backend, config, self._fullgraph, self._dynamic,
                              self._recompile_limit)
         runner.self_by_type = self._self_by_type
+        runner.skips_tensorless = self._callee
         _RUNNERS.add(runner)
         return runner
 
@@ -305,6 +307,7 @@ def compile_callee(fn, backend, dynamic=None):
     wrapped = _CALLEES.get(key)
     if wrapped is None:
         wrapped = _CALLEES[key] = CompiledFunction(fn, backend, dynamic=dynamic)
+        wrapped._callee = True
     return wrapped
 
 

@@ -85,6 +85,18 @@ def emit(artifact: str, message: str) -> None:
         log.info("%s: %s", artifact, message)
 
 
+def emit_graph(artifact: str, name: str, gm, graph_id: int | None = None) -> None:
+    """Log graph module `gm` if `artifact` is on, as PyTorch logs a traced graph: a
+    `TRACED GRAPH` line, `===== {name} {graph_id} =====`, the file of its code, and its
+    readable form with strides and devices (`print_readable`); made only when logged."""
+    if artifact in enabled:
+        title = name if graph_id is None else f"{name} {graph_id}"
+        readable = gm.print_readable(print_output=False, include_stride=True,
+                                     include_device=True)
+        emit(artifact, f"TRACED GRAPH\n ===== {title} =====\n "
+                       f"{gm.forward.__code__.co_filename} {readable}\n")
+
+
 def _from_environment() -> None:
     """`FUSEGRAD_LOGS`, read as PyTorch reads `TORCH_LOGS`: a comma-separated list of
     artifacts (`graph_breaks`) and components, a component at INFO by its name (`dynamo`), at

@@ -96,8 +96,8 @@ def lift(x: Tensor) -> Tensor:
         return x.view_as(x)
     if x.is_inference():
         with recording():
-            return x.clone().requires_grad_(True)
-    return x.detach().requires_grad_(True)
+            return x.clone()._requires_grad_unguarded(True)
+    return x.detach()._requires_grad_unguarded(True)
 
 
 def running_transforms() -> tuple:
@@ -141,6 +141,9 @@ class Level:
     # A forward-mode transform's level (jvp, jacfwd, linearize): custom Functions must then
     # define `jvp`, as in PyTorch (the product itself is computed by reverse passes here).
     forward_mode = False
+    # Whether `Tensor.requires_grad_()` is refused while the function runs, as under
+    # PyTorch's transforms (not under linearize, whose function PyTorch traces plainly).
+    refuses_requires_grad = True
 
     def __init__(self) -> None:
         self.outer_grad = is_grad_enabled()
@@ -155,7 +158,7 @@ class Level:
 
     def leaf(self, like: Tensor) -> Tensor:
         """A fresh zero leaf shaped as `like`, this level's own (a dummy cotangent)."""
-        y = like.new_zeros(like.shape).requires_grad_(True)
+        y = like.new_zeros(like.shape)._requires_grad_unguarded(True)
         _register(y, self)
         return y
 

@@ -182,7 +182,7 @@ class _Linear:
     more reverse pass (see the module docstring)."""
 
     def __init__(self, func, primals: tuple, has_aux: bool, where: str,
-                 batched: bool = False) -> None:
+                 batched: bool = False, traced: bool = False) -> None:
         forward_ad = sys.modules.get(_FORWARD_AD)
         if forward_ad is not None and forward_ad._current_level >= 0:
             # (PyTorch's forward-mode transforms take a level of their own: one is open)
@@ -191,6 +191,7 @@ class _Linear:
         # (`batched`: PyTorch's transform runs jvp under vmap, as jacfwd does: a custom
         # Function then needs a vmap rule too.)
         level.forward_mode = "batched" if batched else True
+        level.refuses_requires_grad = not traced
         leaves, self.spec = _pytree.tree_flatten(primals)
         self.primals = leaves
         self.lifted = [level.lift(x) for x in leaves]
@@ -277,7 +278,7 @@ def jvp(func, primals, tangents, *, strict: bool = False, has_aux: bool = False)
 def linearize(func, *primals):
     """(func(*primals), jvp_fn): `jvp_fn(*tangents)` gives the Jacobian-vector product at
     `primals` without running `func` again."""
-    lin = _Linear(func, primals, False, "linearize")
+    lin = _Linear(func, primals, False, "linearize", traced=True)
     p_spec = lin.spec
 
     def jvp_fn(*tangents):

@@ -24,7 +24,7 @@ def _rebuild_shared(cls, dup, nbytes: int, offset: int, shape: tuple, strides: t
 
         if issubclass(cls, Parameter):
             return cls(t, requires_grad=requires_grad)
-    return t.requires_grad_(requires_grad) if requires_grad else t
+    return t._requires_grad_unguarded(requires_grad) if requires_grad else t
 
 
 def _reduce_tensor(t: Tensor):

@@ -336,8 +336,8 @@ class Buffer(Tensor):
         b = cls._make(data._data, data._dtype)
         b._vc = data._vc
         b.persistent = persistent
-        if data.requires_grad:
-            b.requires_grad_(True)
+        # (always called, as PyTorch's Buffer does: refused inside a function transform)
+        b.requires_grad_(data.requires_grad)
         return b
 
     def __init__(self, data: Tensor | None = None, *, persistent: bool = True):
@@ -348,7 +348,7 @@ class Buffer(Tensor):
         t = Tensor._make(self._data, self._dtype)
         t._vc = self._vc
         if self._rg:
-            t.requires_grad_(True)
+            t._requires_grad_unguarded(True)
         return t
 
 
@@ -367,8 +367,8 @@ class _MetaBuffer(_meta.MetaTensor):
         b = _meta.make(data.shape, data._dtype, data.stride(), data.storage_offset(), cls)
         b._vc = data._vc
         b.persistent = persistent
-        if data.requires_grad:
-            b.requires_grad_(True)
+        # (always called, as PyTorch's Buffer does: refused inside a function transform)
+        b.requires_grad_(data.requires_grad)
         return b
 
     def _as_tensor(self) -> Tensor:
@@ -376,7 +376,7 @@ class _MetaBuffer(_meta.MetaTensor):
         t = _meta.make(self._fshape, self._dtype, self._fstrides, self._foffset)
         t._vc = self._vc
         if self._rg:
-            t.requires_grad_(True)
+            t._requires_grad_unguarded(True)
         return t
 
     def __deepcopy__(self, memo):

@@ -13,6 +13,7 @@ import numpy as np
 
 from .. import _dtype
 from .._dispatch import call
+from .._shapes import elem_strides, strided_empty
 from ..autograd.grad_mode import is_grad_enabled, no_grad
 from . import _native, _special_kernels
 from . import _onnx as ox
@@ -575,10 +576,14 @@ def _hardtanh_kernel(a, lo=-1.0, hi=1.0):
         # Integers: PyTorch clamps between the limits converted to the dtype (truncated,
         # an overflow error where they do not fit).
         lo, hi = (checked_scalar(_int_limit(v), dt) for v in (lo, hi))
-        return np.clip(a, lo, hi).astype(dt, copy=False)
-    if dt is not np.dtype(np.float64):  # a limit beyond the dtype's range is an error
-        checked_scalar(lo, dt), checked_scalar(hi, dt)
-    return _hardtanh_float(a, lo, hi)
+        out = np.clip(a, lo, hi).astype(dt, copy=False)
+    else:
+        if dt is not np.dtype(np.float64):  # a limit beyond the dtype's range is an error
+            checked_scalar(lo, dt), checked_scalar(hi, dt)
+        out = _hardtanh_float(a, lo, hi)
+    if not out.size:  # (PyTorch's empty result keeps the input's strides)
+        return strided_empty(out, elem_strides(a))
+    return out
 
 
 _hardtanh_float = _float_kernel(_hardtanh)

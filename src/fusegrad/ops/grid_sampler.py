@@ -321,7 +321,8 @@ def _sampler_derivative(grad, input, grid, interpolation_mode: int, padding_mode
     create = is_grad_enabled()
     wanted = [t.requires_grad for t in (input, grid)]
     if not create:
-        input, grid = [t.detach().requires_grad_(w) for t, w in zip((input, grid), wanted)]
+        input, grid = [t.detach()._requires_grad_unguarded(w)
+                       for t, w in zip((input, grid), wanted)]
     targets = [t for t, w in zip((input, grid), wanted) if w]
     if not targets:
         return None, None, None, None, None

@@ -14,6 +14,7 @@ import numpy as np
 
 from .. import _dtype
 from .._dispatch import plain
+from .._shapes import strided_empty
 from .._tensor import Tensor
 from .._warn import warn_at_caller
 from . import _onnx as ox
@@ -356,7 +357,7 @@ scatter = register(
         src_grad(g.gather(dim, index), src_shape, "ScatterBackward0")),
     save=lambda out, a, dim, index, src: (dim, index, tuple(src.shape)),
     samples=_unique_index_samples, public="scatter", saved_names=("dim", "index", ""),
-    onnx=ox.scatter)
+    onnx=ox.scatter, lowering=lambda v, a, dim, index, src: v.scatter(a, dim, index, src))
 scatter_value = register(
     "scatter.value", kernel=_scatter_kernel, meta=_scatter_meta, node="ScatterBackward1",
     nondiff_args=(2,),
@@ -375,7 +376,8 @@ scatter_add = register(
     # index may change in place afterwards.
     save=lambda out, a, dim, index, src: (dim, index if getattr(src, "_rg", False) else None,
                                           tuple(src.shape)),
-    samples=_scatter_add_samples, saved_names=("dim", "index", ""), onnx=ox.scatter)
+    samples=_scatter_add_samples, saved_names=("dim", "index", ""), onnx=ox.scatter,
+    lowering=lambda v, a, dim, index, src: v.scatter(a, dim, index, src, True))
 scatter_ = inplace_variant(scatter, "scatter_.src")
 scatter_value_ = inplace_variant(scatter_value, "scatter_.value")
 scatter_add_ = inplace_variant(scatter_add, "scatter_add_")
@@ -665,6 +667,8 @@ def _nonzero_meta(a):
 def _nonzero_kernel(a):
     # Column-major, as PyTorch allocates it (strides (1, n)): each dim's positions contiguous.
     found = np.argwhere(a)
+    if not found.size:  # (strides (1, n) all the same, which NumPy's empty array lacks)
+        return strided_empty(np.empty(found.shape, np.int64), (1, found.shape[0]))
     out = np.empty(found.shape[::-1], np.int64).T
     out[...] = found
     return out

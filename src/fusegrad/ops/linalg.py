@@ -371,12 +371,17 @@ inplace_result_check(baddbmm_, lambda s, b1, b2, *rest: (
 def _cross_meta(a, b, dim=-1):
     if len(a.shape) != len(b.shape):
         raise RuntimeError("linalg.cross: inputs must have the same number of dimensions.")
+    if not len(a.shape):  # (no scalar's dim 0 here)
+        raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
     d = wrap_dim(dim, len(a.shape))
     if a.shape[d] != 3 or b.shape[d] != 3:  # (checked before the other dims broadcast)
         raise RuntimeError(f"linalg.cross: inputs dimension {dim} must have length 3. Got "
                            f"{a.shape[d]} and {b.shape[d]}")
     shape = broadcast_shapes(tuple(a.shape), tuple(b.shape))
-    return Spec(shape, _dtype.result_type(a, b))
+    dt = _dtype.result_type(a, b)
+    if a.dtype is _dtype.bool_:  # (its kernel is chosen by the input's dtype)
+        raise NotImplementedError('"cross" not implemented for \'Bool\'')
+    return Spec(shape, dt)
 
 
 def _cross_kernel(a, b, dim=-1):

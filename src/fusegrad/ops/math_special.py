@@ -17,6 +17,7 @@ import numpy as np
 
 from .. import _dtype
 from .._dispatch import call
+from .._shapes import elem_strides, strided_empty
 from . import _onnx as _ox
 from . import _special_kernels as _sp
 from ._util import (
@@ -30,6 +31,7 @@ from ._util import (
     dtype_of,
     float_np,
     iterator_ordered,
+    laid_if_empty,
     not_implemented_for,
     operand_order,
     rand_array,
@@ -319,15 +321,21 @@ def _no_complex_tensors(name: str):
     return refusal
 
 
+def _scaled(a, factor: float):
+    """`a * factor` in a's dtype (an empty result keeps a's strides, as PyTorch's)."""
+    out = (a * factor).astype(a.dtype)
+    return out if out.size else strided_empty(out, elem_strides(a))
+
+
 rad2deg = register(
-    "rad2deg", kernel=_refusing(unary_kernel(lambda a: (a * (180.0 / math.pi)).astype(a.dtype)),
+    "rad2deg", kernel=_refusing(unary_kernel(lambda a: _scaled(a, 180.0 / math.pi)),
                                _no_complex_tensors("rad2deg")),
     meta=_refusing(unary_meta(), _no_complex_tensors("rad2deg")), node="Rad2DegBackward0",
     derivative=lambda g: (g * (180.0 / math.pi),),
     save=lambda out, a: (), samples=unary_samples(),
     decomposition=lambda a: a * (180.0 / math.pi), onnx=_ox.angle_scale(180.0 / math.pi))
 deg2rad = register(
-    "deg2rad", kernel=_refusing(unary_kernel(lambda a: (a * (math.pi / 180.0)).astype(a.dtype)),
+    "deg2rad", kernel=_refusing(unary_kernel(lambda a: _scaled(a, math.pi / 180.0)),
                                _no_complex_tensors("deg2rad")),
     meta=_refusing(unary_meta(), _no_complex_tensors("deg2rad")), node="Deg2RadBackward0",
     derivative=lambda g: (g * (math.pi / 180.0),),
@@ -688,7 +696,10 @@ def _frexp_kernel(a):
     if a.dtype.kind != "f" and a.dtype not in HALF:
         raise RuntimeError("torch.frexp() only supports floating-point dtypes")
     m, e = np.frexp(a.astype(np.float32) if a.dtype.itemsize == 2 else a)
-    return m.astype(a.dtype), e.astype(np.int32)
+    m, e = m.astype(a.dtype), e.astype(np.int32)
+    if not m.size:  # (empty results keep a's strides, as PyTorch's)
+        return strided_empty(m, elem_strides(a)), strided_empty(e, elem_strides(a))
+    return m, e
 
 
 def _frexp_meta(a):
@@ -835,8 +846,11 @@ def _xlogy_other_kernel(a, b):
         raise not_implemented_for("xlogy_cpu", dt)
     if dt in HALF:  # (the number rounded to the half type first: 1e5 is float16's inf)
         b = np.asarray(b, np.float32).astype(dt).astype(np.float32)
-        return _xlogy_np(a.astype(np.float32), b, dt).astype(dt)
-    return _xlogy_np(a.astype(dt, copy=False), dt.type(b))
+        out = _xlogy_np(a.astype(np.float32), b, dt).astype(dt)
+    else:
+        out = _xlogy_np(a.astype(dt, copy=False), dt.type(b))
+    # (an empty result is laid out over both operands, the number wrapped as one)
+    return laid_if_empty(out, a, b)
 
 
 xlogy_scalar_other = register(

@@ -10,7 +10,15 @@ import numpy as np
 
 from .. import _dtype
 from . import _onnx as ox
-from ._util import Spec, broadcast_shapes, not_implemented_for, rand_array, refuse_dtypes, wrap_dim
+from ._util import (
+    Spec,
+    broadcast_shapes,
+    laid_if_empty,
+    not_implemented_for,
+    rand_array,
+    refuse_dtypes,
+    wrap_dim,
+)
 from .indexing import _data_dependent
 from .registry import Sample, register
 
@@ -254,8 +262,8 @@ def _isclose_kernel(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
         raise RuntimeError(f"{_dtype.FROM_NP[a.dtype].legacy} did not match "
                            f"{_dtype.FROM_NP[b.dtype].legacy}")
     if a.dtype.kind == "b":
-        return np.equal(a, b)
-    return np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)
+        return laid_if_empty(np.equal(a, b), a, b)
+    return laid_if_empty(np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan), a, b)
 
 
 isclose = register(

@@ -153,6 +153,14 @@ flip = register(
     saved_names=("dims",))
 
 
+def _roll_dims(dims, ndim: int) -> tuple:
+    """`dims` wrapped for a tensor of `ndim` dims (none for a scalar: PyTorch's IndexError)."""
+    for d in dims:
+        if not ndim:
+            raise IndexError(f"Dimension specified as {d} but tensor has no dimensions")
+    return tuple(wrap_dim(d, ndim) for d in dims)
+
+
 def _roll_args(shifts, dims) -> tuple:
     """(shifts, dims) as tuples, with PyTorch's checks in its order: some shift, and one per
     dim unless a single shift rolls the flattened tensor (no dims)."""
@@ -172,7 +180,7 @@ def _roll_kernel(a, shifts, dims=()):
         return laid_like(a.copy(), a)
     if not dims:
         return np.roll(a.reshape(-1), shifts[0]).reshape(a.shape)
-    return np.roll(a, shifts, tuple(wrap_dim(d, a.ndim) for d in dims))
+    return np.roll(a, shifts, _roll_dims(dims, a.ndim))
 
 
 def _contiguous_roll(a, shifts, dims=()):
@@ -181,9 +189,7 @@ def _contiguous_roll(a, shifts, dims=()):
 
 
 def _roll_meta(a, shifts, dims=()):
-    dims = _roll_args(shifts, dims)[1]
-    for d in dims:
-        wrap_dim(d, len(a.shape))
+    _roll_dims(_roll_args(shifts, dims)[1], len(a.shape))
     return Spec(tuple(a.shape), a.dtype)
 
 

@@ -20,6 +20,7 @@ from ._util import (
     HALF,
     binary_meta,
     float_np,
+    laid_if_empty,
     not_implemented_for,
     operand_order,
     rand_array,
@@ -40,7 +41,8 @@ def _in_dtype(fn):
         dt = float_np(result_np(a, b))
         x = np.asarray(a, np.float64)
         y = np.asarray(b, np.float64)
-        return np.asarray(fn(x, y)).astype(dt)
+        # (an empty result laid out over both operands, a number wrapped as one)
+        return laid_if_empty(np.asarray(fn(x, y)).astype(dt), a, b)
     return kernel
 
 

@@ -536,6 +536,8 @@ def _renorm_check(shape, p, dim, maxnorm):
 
 def _renorm_kernel(a, p, dim, maxnorm):
     d = _renorm_check(a.shape, p, dim, maxnorm)
+    if not a.size:  # (nothing to scale: a copy)
+        return a.copy()
     moved = np.moveaxis(a, d, 0).reshape(a.shape[d] if a.ndim else 1, -1)
     # PyTorch takes a half type's norms in float32 and computes the scale from them there,
     # rounding only the scale to the half type.

@@ -118,7 +118,7 @@ def make_tensor(*shape: int | Sequence[int], dtype, device, low: float | None = 
     else:
         result = _with_memory_format(result, memory_format)
     if requires_grad:
-        result.requires_grad_(True)
+        result._requires_grad_unguarded(True)
     return result
 
 

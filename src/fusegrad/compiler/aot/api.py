@@ -12,10 +12,12 @@ in `fallback_reason`, never a wrong answer.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import operator
 
 import numpy as np
+from numpy import ndarray as _ndarray
 
 from ..._dtype import get_default_dtype
 from ..._symbolic import graph_is_dynamic
@@ -26,26 +28,43 @@ from .. import logs
 from .control_flow import route_cond
 from .functionalize import AOTUnsupported
 from .joint import trace_inference, trace_joint
+from .lifted import Reads, WithReads, reads_of
 from .partitioners import default_partition
+from .provenance import Provenance, locatable
 from .runtime import AOTRunner, example_values, needs_autograd
 
 
-def _key(args, grad: bool, float_classes: bool = True) -> tuple:
+def _key(args, float_classes: bool = True) -> tuple:
+    """What a trace depends on in a call's arguments and state: the entry of the cache.
+    (Whether the call records gradients is not a part of its own: grad mode and each
+    input's requires_grad are.)"""
     # The grad mode itself too: a program switching it is traced from the mode it starts in.
     # And the dtype CPU autocast casts to (None while off) and the default dtype: a trace
     # holds autocast's casts and the dtypes its factories made.
-    parts = [grad, is_grad_enabled(), _thread_local.autocast, get_default_dtype()]
+    parts = [is_grad_enabled(), _thread_local.autocast, get_default_dtype()]
+    append = parts.append
+    owners = []  # id(what owns its memory) of each tensor input with elements
     for a in args:
         if isinstance(a, Tensor):
-            parts.append((type(a), tuple(a.shape), tuple(a.stride()), a.dtype,
-                          a.requires_grad, a.grad_fn is None, a._base is not None))
+            data = a._data
+            if data is not None and data.size:
+                base = data.base
+                owners.append(id(data) if base is None else id(_owner(base)))
+                if a._base is None and data.__class__ is _ndarray:
+                    # No view (parameters, most inputs): its fields read directly, with
+                    # NumPy's strides in bytes, which tell what strides in elements do.
+                    append((type(a), data.shape, data.strides, a._dtype, a._rg,
+                            a._grad_fn is None, False))
+                    continue
+            append((type(a), tuple(a.shape), tuple(a.stride()), a.dtype, a.requires_grad,
+                    a.grad_fn is None, a._base is not None))
         elif type(a) is float:  # a float input: one trace serves every value (of its class)
-            parts.append((float, _float_class(a) if float_classes else None))
+            append((float, _float_class(a) if float_classes else None))
         else:
-            parts.append((type(a), repr(a)))
+            append((type(a), repr(a)))
     # Which tensor inputs share memory: a trace holds one value per input, so a write into
     # one must not be reused for a call where another input sees that write.
-    parts.append(_memory_overlaps(args))
+    append(() if len(set(owners)) == len(owners) else _memory_overlaps(args))
     return tuple(parts)
 
 
@@ -164,6 +183,9 @@ def _needs_joint(trace, args) -> bool:
         isinstance(a, Tensor) and a.requires_grad for a in args)
 
 
+_AOT_IDS = itertools.count()
+
+
 class AOTCompiled:
     """A function compiled ahead of time per input signature (see the module docstring)."""
 
@@ -179,6 +201,9 @@ class AOTCompiled:
         self.decompositions = decompositions
         self.known_constants = tuple(known_constants)
         self.unsupported: str | None = None  # why no trace can express fn (it runs eagerly)
+        self.provenance = None  # the stack traces of the captured graph fn runs (if any)
+        self.aot_id = next(_AOT_IDS)  # (see `_graph_id`)
+        self._traced = False
         self.cache: dict = {}
         self.fallback_reason: str | None = None
         # Positions of integer inputs traced as float inputs, and of the integer outputs
@@ -186,6 +211,15 @@ class AOTCompiled:
         self.float_ints: frozenset = frozenset()
         self.int_outputs: frozenset = frozenset()
         functools.update_wrapper(self, fn)
+
+    def _graph_id(self) -> int:
+        """The number the logs give this compilation's graphs (PyTorch's `aot_id`): one per
+        compiled function, counted across the process; each later trace of another input
+        signature is a compilation of its own (as a recompilation is in PyTorch)."""
+        if self._traced:
+            self.aot_id = next(_AOT_IDS)
+        self._traced = True
+        return self.aot_id
 
     def compile_for(self, args):
         """The runner for these arguments (traced and compiled on first sight; integer
@@ -202,7 +236,7 @@ class AOTCompiled:
         return self._runner(args)
 
     def _cache_key(self, args) -> tuple:
-        return _key(args, needs_autograd(args), self.float_classes)
+        return _key(args, self.float_classes)
 
     def _runner(self, args, report: bool = True):
         key = self._cache_key(args)
@@ -221,7 +255,11 @@ class AOTCompiled:
                 return _as_ints(runner(*_as_floats(args, self.float_ints)),
                                 self.int_outputs)
             return runner(*args)
-        return self.compile_for(args)(*args)
+        # (`compile_for` written out for the common case, a trace made before)
+        runner = self.cache.get(_key(args, self.float_classes))
+        if runner is None:
+            runner = self._runner(args)
+        return runner(*args)
 
     def _compile(self, args, grad: bool, report: bool = True):
         """The runner of a new trace for `args`; eager execution (`fn`) where none can be
@@ -231,25 +269,28 @@ class AOTCompiled:
                 raise AOTUnsupported(self.unsupported)
             if not grad:
                 trace = trace_inference(self.fn, args, self.decompositions,
-                                        self.known_constants)
+                                        self.known_constants, self.provenance)
                 _check_float_inputs(trace_inference, self.fn, args, trace, self.decompositions,
-                                    self.known_constants)
+                                    self.known_constants, self.provenance)
                 _check_input_writes(trace, args)
                 if not _needs_joint(trace, args):
-                    logs.emit("aot_graphs", "Inference graph:\n" + trace.module.code)
+                    logs.emit_graph("aot_graphs", "Forward graph", trace.module,
+                                    self._graph_id())
                     fw = self.inference_compiler(trace.module, example_values(trace.module))
                     return AOTRunner(trace, fw)
             # Grad mode on, or switched on inside the program: the joint graph, traced from
             # the mode the program starts in.
-            trace = trace_joint(self.fn, args, self.decompositions, self.known_constants)
+            trace = trace_joint(self.fn, args, self.decompositions, self.known_constants,
+                                self.provenance)
             _check_float_inputs(trace_joint, self.fn, args, trace, self.decompositions,
-                                self.known_constants)
+                                self.known_constants, self.provenance)
             _check_input_writes(trace, args)
-            logs.emit("aot_joint_graph", "Joint graph:\n" + trace.module.code)
+            graph_id = self._graph_id()
+            logs.emit_graph("aot_joint_graph", "Joint graph", trace.module, graph_id)
             fw_module, bw_module = self.partition_fn(
                 trace.module, list(args), num_fwd_outputs=trace.num_fwd_outputs)
-            logs.emit("aot_graphs", "Forward graph:\n" + fw_module.code)
-            logs.emit("aot_graphs", "Backward graph:\n" + bw_module.code)
+            logs.emit_graph("aot_graphs", "Forward graph", fw_module, graph_id)
+            logs.emit_graph("aot_graphs", "Backward graph", bw_module, graph_id)
             fw = self.fw_compiler(fw_module, example_values(fw_module))
             return AOTRunner(trace, fw, bw_module, self.bw_compiler)
         except Exception as e:  # noqa: BLE001
@@ -309,12 +350,29 @@ class _WithState:
 class _ModuleRunner:
     """Calls a compiled module graph with the module's current parameters and buffers."""
 
-    def __init__(self, compiled: AOTCompiled, state: list):
+    def __init__(self, compiled: AOTCompiled, state: list, reads: Reads | None = None,
+                 program=None):
         self.compiled = compiled
         self.state = state
+        self.reads = reads  # what the graph's functions read (lifted.py), or None
+        self.program = program  # the program without those reads (run eagerly)
 
     def __call__(self, *args):
-        return self.compiled(*self.state, *args)
+        if self.reads is None:
+            return self.compiled(*self.state, *args)
+        found = self.reads.current()
+        if found is None:  # a read the trace cannot take: the program runs eagerly
+            return self.program(*self.state, *args)
+        return self.compiled(*self.state, *found[0], found[1], *args)
+
+    def arguments(self, args) -> tuple | None:
+        """The compiled function's arguments for a call with `args` (None: see `__call__`)."""
+        if self.reads is None:
+            return tuple(self.state) + tuple(args)
+        found = self.reads.current()
+        if found is None:
+            return None
+        return (*self.state, *found[0], found[1], *args)
 
     @property
     def fallback_reason(self) -> str | None:
@@ -338,10 +396,21 @@ def aot_module_simplified(mod, args, fw_compiler, bw_compiler=None,
     if _is_graph_module(mod):
         route_cond(mod)  # (`cond` nodes: a trace selects between the branches)
     call = mod.forward if _is_graph_module(mod) else mod
-    fn = _WithState(mod, [n for n, _ in named], call) if named else call
+    # A captured graph's nodes know the user's lines: traced node by node, the AOT graphs'
+    # nodes take them (provenance.py).
+    provenance = Provenance(mod) if _is_graph_module(mod) and locatable(mod) else None
+    if provenance is not None:
+        call = provenance.runner()
+    fn = program = _WithState(mod, [n for n, _ in named], call) if named else call
+    # Globals and cells that the functions it holds read (a score_mod's bias table): read
+    # again on each call, after the state (lifted.py).
+    reads = reads_of(mod) if _is_graph_module(mod) else None
+    if reads is not None:
+        fn = WithReads(program, reads, len(state))
     compiled = AOTCompiled(fn, fw_compiler, bw_compiler, partition_fn, decompositions,
                            inference_compiler, known_constants=_module_constants(mod),
                            float_classes=not _is_graph_module(mod))
+    compiled.provenance = provenance
     if hasattr(mod, "graph") and graph_is_dynamic(mod):
         # Tracing keeps sizes concrete (make_fx has no symbolic mode yet): a graph with
         # symbolic sizes is traced once per input signature, each trace exact for its sizes.
@@ -349,9 +418,12 @@ def aot_module_simplified(mod, args, fw_compiler, bw_compiler=None,
                   "signature (symbolic tracing is not implemented)")
     compiled.unsupported = _untraceable(mod)
     if _is_graph_module(mod):
-        compiled.float_ints, compiled.int_outputs = float_only_ints(mod, len(state))
-    runner = _ModuleRunner(compiled, state)
-    compiled.compile_for(tuple(state) + tuple(args))
+        lifted = 0 if reads is None else len(reads.tensor_slots) + 1
+        compiled.float_ints, compiled.int_outputs = float_only_ints(mod, len(state) + lifted)
+    runner = _ModuleRunner(compiled, state, reads, program)
+    first = runner.arguments(args)
+    if first is not None:
+        compiled.compile_for(first)
     return runner
 
 

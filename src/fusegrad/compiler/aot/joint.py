@@ -456,6 +456,8 @@ def _forward(tracer: Tracer, fn, fakes: list, args, training: bool, bases=None):
             end = tracer.grad_mode
         finally:
             tracer.grad_mode = None
+            if tracer.provenance is not None:
+                tracer.provenance.forward_done()
     tracer.grad_mode_after = None if end == start else end
     tracer.grad_mode_before = start
     _check_input_flags(fakes, args)
@@ -487,9 +489,29 @@ def _return_bases(tracer: Tracer, outs: tuple, user_infos: list, fw_nodes: list,
     return tuple(bases)
 
 
-def trace_joint(fn, args, decompositions=None, known_constants=()) -> TraceResult:
-    """Trace `fn(*args)` and its backward into one joint graph (see the module docstring)."""
+def _watching_backward(tracer: Tracer):
+    """The tracer's provenance watching the autograd nodes of the backward, if it has one."""
+    provenance = tracer.provenance
+    return contextlib.nullcontext() if provenance is None else provenance.backward()
+
+
+def _located(provenance, tracer: Tracer):
+    """`provenance` (a captured graph's, or None) armed for a trace by `tracer`."""
+    return contextlib.nullcontext() if provenance is None else provenance.tracing(tracer)
+
+
+def trace_joint(fn, args, decompositions=None, known_constants=(),
+                provenance=None) -> TraceResult:
+    """Trace `fn(*args)` and its backward into one joint graph (see the module docstring).
+    `provenance`: the captured graph `fn` runs, whose nodes' stack traces the graph's nodes
+    take (provenance.py)."""
     tracer, fakes = _start(args, decompositions, known_constants, "primals")
+    with _located(provenance, tracer):
+        return _trace_joint(tracer, fakes, fn, args)
+
+
+def _trace_joint(tracer: Tracer, fakes: list, fn, args) -> TraceResult:
+    """`trace_joint`'s work, on the inputs `fakes` made for `args`."""
     grad_inputs = [i for i, f in enumerate(fakes) if isinstance(f, Tensor) and f.requires_grad]
     # Gradients are taken at the inputs as they come in: an input written in place gets new
     # history, so each is reached through a stand-in sharing its AccumulateGrad node.
@@ -524,7 +546,8 @@ def trace_joint(fn, args, decompositions=None, known_constants=()) -> TraceResul
 
         # The backward is traced as eager's runs: its nodes replay the forward's casts, and
         # the program's autocast regions (entered while tracing the forward) do not apply.
-        with tracer, _autocast_set_aside():
+        # (The provenance watches beneath the tracer which autograd node each op is for.)
+        with _watching_backward(tracer), tracer, _autocast_set_aside():
             found = autograd_grad(diff, targets, tangents, allow_unused=True)
             for i, g in zip(grad_inputs, found):
                 grads[i] = tracer.node_of(g) if g is not None else None
@@ -536,11 +559,15 @@ def trace_joint(fn, args, decompositions=None, known_constants=()) -> TraceResul
                        reads, tracer.grad_mode_after, tracer.grad_mode_before, freed)
 
 
-def trace_inference(fn, args, decompositions=None, known_constants=()) -> TraceResult:
-    """Trace `fn(*args)` alone (no input needs a gradient, or grad mode is off)."""
+def trace_inference(fn, args, decompositions=None, known_constants=(),
+                    provenance=None) -> TraceResult:
+    """Trace `fn(*args)` alone (no input needs a gradient, or grad mode is off);
+    `provenance` as `trace_joint`'s."""
     tracer, fakes = _start(args, decompositions, known_constants, "arg")
     bases: list = []
-    outs, structure, infos, fw_nodes, mutated = _forward(tracer, fn, fakes, args, False, bases)
+    with _located(provenance, tracer):
+        outs, structure, infos, fw_nodes, mutated = _forward(tracer, fn, fakes, args, False,
+                                                             bases)
     # Outputs that are views of one intermediate (`y[0], y[1]`) are rebuilt from it, which
     # the graph returns last, so they share its memory as eager's do.
     _return_bases(tracer, outs, infos, fw_nodes, bases)

@@ -235,6 +235,7 @@ class Tracer(_dispatch.DispatchMode):
         self.strict = strict
         self.constants: dict[str, Tensor] = {}
         self._known = {id(t): t for t in known_constants}
+        self._lifted: dict[int, tuple] = {}  # id(tensor read from outside) -> (it, its input)
         self._entries: dict[int, list] = {}  # id(tensor) -> [tensor, node, version]
         # id(view) -> (view op, its other arguments, output index or None, parent tensor);
         # op None: an alias made outside dispatch (detach).
@@ -258,6 +259,9 @@ class Tracer(_dispatch.DispatchMode):
         self._regions_before = RECOMPUTE_REGIONS.depth
         # Metadata for each recorded call (export sets it: `nn_module_stack`), or None.
         self.node_meta = None
+        # Where the traced program's ops come from (a captured graph's nodes), or None: it
+        # is told the outermost op being recorded (`original_aten`).
+        self.provenance = None
 
     # ------------------------------------------------------------ tensors and nodes
 
@@ -323,10 +327,21 @@ class Tracer(_dispatch.DispatchMode):
         if cand is not None and cand._data is t._data and _geometry(cand) == geometry:
             # (`.data` shares the array; a listed tensor given another array since no longer)
             return self._alias(t, cand)
+        lifted = self._lifted.get(id(t))
+        if lifted is not None and lifted[0] is t:  # read from outside: an input stands for it
+            return self._alias(t, lifted[1])
         if self.strict and id(t) not in self._known:
             raise AOTUnsupported("a tensor made outside dispatch (from NumPy data, or random "
                                  "values) is used while tracing")
         return self._constant(t)
+
+    def lift(self, t: Tensor, stand_in: Tensor) -> None:
+        """Take tensor `t`, which the program reads from outside its arguments (a global a
+        function held by a captured graph reads: lifted.py), as the input `stand_in`."""
+        if t.requires_grad:
+            # (its history, and the gradient it takes, are outside the trace)
+            raise AOTUnsupported("a function of the graph reads a tensor that requires grad")
+        self._lifted[id(t)] = (t, stand_in)
 
     def _alias(self, t: Tensor, cand: Tensor):
         node = self.node_of(cand)
@@ -405,6 +420,17 @@ class Tracer(_dispatch.DispatchMode):
             self.emit(_set_grad_enabled, (self.grad_mode,))
 
     def __fusegrad_dispatch__(self, op, args):
+        provenance = self.provenance
+        if provenance is None or provenance.original is not None:
+            return self._record(op, args)
+        provenance.original = overload_of(op)  # (the parts of a decomposition keep it)
+        try:
+            return self._record(op, args)
+        finally:
+            provenance.original = None
+
+    def _record(self, op, args):
+        """Compute and record registry op `op` on `args` (the dispatch mode's work)."""
         self.sync_grad_mode()
         if op.inplace:
             _check_view_write(op, args)

@@ -1,5 +1,19 @@
-"""`with` blocks kept in captured graphs whose state is the thread's or a module's:
-`inference_mode` and `warnings.catch_warnings`.
+"""`with` blocks kept in captured graphs, and how a graph break splits them.
+
+**One mechanism splits every block a graph enters and leaves with nodes of its own**
+(autocast regions, `builder.py`; inference-mode blocks, below): a `BlockKind` names the
+block's enter and exit targets (graph node targets that change the thread's real state, so
+the eager backend runs the block's ops inside it) and how to read and unwind how many a
+thread has entered. Every graph leaves the blocks it entered, as Dynamo's do (an AOT graph
+bakes a region's casts in and changes no state when it runs). At a break inside such
+blocks the graph leaves them, innermost first; the segment code enters them again for real
+(`reenter_block`: a `BlockExit` on the frame's stack, outermost first, as the program's
+`with` statements put their exits there) around the breaking instruction; the next graph
+leaves those real blocks (`leave_blocks`, innermost first) and enters its own, in the
+stack's order. Each block is entered again in the grad mode it found when the program
+entered it (a `with enable_grad()` between two inference-mode blocks set another one than
+the outer block sets): an inference-mode block restores that mode on its exit. The grad
+mode of the break is set again after them.
 
 A block of `inference_mode(mode)` (also `inference_mode(False)`, and the wrapper that
 `@inference_mode()` puts around a function) is entered and left by graph nodes, as Dynamo's
@@ -7,15 +21,6 @@ graph calls `_enter_inference_mode` / `_exit_inference_mode`: the eager backend 
 block's ops inside the real mode (its tensors are inference tensors, grad off), and a
 backend that traces the graph traces them with the mode's grad setting. Translation enters
 the real mode too, so the fake ops of the block see what the program's ops will see.
-
-A graph break inside such a block splits it as Dynamo splits it: the graph leaves the
-block before it ends, the segment code enters it again for real (`reenter_block`: its
-`InferenceExit` on the frame's stack) around the breaking instruction, and the graph
-after the break leaves that real block and enters its own (as autocast regions are split).
-A grad-mode block inside the block keeps its mode: the segment code sets the mode of the
-break again after entering the block, and the next graph after entering its own. Where
-another inference-mode block lies inside such a grad-mode block, the mode it would find on
-entering again is not the original's: the frame then runs eagerly from the segment's start.
 
 `with warnings.catch_warnings():` (or `catch_warnings(record=True)`) made in the frame is
 a block whose entry and exit change nothing the graph reads: it is translated as an empty
@@ -35,8 +40,140 @@ from __future__ import annotations
 import threading
 import warnings
 
+from ..._thread_state import local as _thread_local
+from ..._thread_state import set_grad_enabled as set_grad_now
 from ...fx import has_side_effect
-from .variables import ConstantVariable, GradExit, GradModeVariable, Variable
+from .variables import Variable
+
+
+class BlockKind:
+    """A kind of `with` block a graph enters and leaves with nodes of its own: `enter`
+    (called with the block's arguments) and `exit` are the graph's node targets, and enter
+    or leave a block for real; `depth()` says how many a thread has entered through them
+    and `unwind(depth)` leaves the ones entered beyond `depth`, innermost first."""
+
+    __slots__ = ("name", "enter", "exit", "depth", "unwind", "variable")
+
+    def __init__(self, name: str, enter, exit, depth, unwind, variable: type):
+        self.name = name
+        self.enter, self.exit = enter, exit
+        self.depth, self.unwind = depth, unwind
+        self.variable = variable  # (a `BlockExitVariable` class, made with kind and args)
+        KINDS.append(self)
+
+    def __repr__(self) -> str:
+        return f"BlockKind({self.name})"
+
+
+KINDS: list[BlockKind] = []
+
+
+class BlockExitVariable(Variable):
+    """The `__exit__` of a block of kind `kind` the graph entered with arguments `args`, in
+    grad mode `grad`: calling it (or an exception leaving the block) leaves the block, in
+    the graph; at a graph break it is rebuilt as a real `BlockExit`."""
+
+    __slots__ = ("kind", "args", "grad")
+
+    def __init__(self, kind: BlockKind, args: tuple, grad: bool):
+        super().__init__(None)
+        self.kind, self.args, self.grad = kind, args, grad
+
+    def python_type(self) -> type:
+        return object
+
+
+def enter_graph_block(builder, kind: BlockKind, args: tuple) -> BlockExitVariable:
+    """Enter a block of `kind` here in `builder`'s graph, and now, for the fake ops that
+    follow; returns the variable of the block's `__exit__`."""
+    grad = _thread_local.grad_mode
+    builder.created.append(builder.graph.call_function(kind.enter, args))
+    kind.enter(*args)
+    builder.open_blocks.append((kind, args))
+    return kind.variable(kind, args, grad)
+
+
+def leave_graph_block(builder, kind: BlockKind) -> None:
+    """Leave the innermost block of `kind`, in `builder`'s graph and now."""
+    builder.created.append(builder.graph.call_function(kind.exit, ()))
+    kind.exit()
+    for i in range(len(builder.open_blocks) - 1, -1, -1):
+        if builder.open_blocks[i][0] is kind:
+            del builder.open_blocks[i]
+            break
+
+
+class BlockExit:
+    """The `__exit__` of a block of kind `kind` a graph break split, made for real after
+    the graph by `reenter_block` (the graph after the break enters its own); `grad`: the
+    grad mode the program's block found on entry. Calling it (the block's end, or an
+    exception leaving the block) leaves the block."""
+
+    __slots__ = ("kind", "args", "grad")
+
+    def __init__(self, kind: BlockKind, args: tuple, grad: bool):
+        self.kind, self.args, self.grad = kind, args, grad
+
+    def __call__(self, *exc) -> bool:
+        self.kind.exit()
+        return False  # an exception leaving the block goes on
+
+    def __repr__(self) -> str:
+        return f"BlockExit({self.kind.name}, {self.args!r}, grad={self.grad!r})"
+
+
+def reenter_block(kind: BlockKind, args: tuple, grad: bool) -> BlockExit:
+    """Segment code: enter a block open at a graph break (the graph left it) in the grad
+    mode the program's block found, for the breaking instruction and the rest of the
+    frame."""
+    set_grad_now(grad)
+    kind.enter(*args)
+    return BlockExit(kind, args, grad)
+
+
+def leave_blocks(kinds: tuple) -> None:
+    """Segment code: leave the frame's innermost open blocks (of `kinds`, innermost first)
+    before a graph that enters them itself (a resume point inside such blocks)."""
+    for kind in kinds:
+        kind.exit()
+
+
+def reenter_blocks(stack: list) -> None:
+    """Segment code: enter again the blocks `leave_blocks` left (their `BlockExit`s on the
+    frame's stack, outermost first), when the segment reruns eagerly instead."""
+    for v in stack:
+        if type(v) is BlockExit:
+            set_grad_now(v.grad)
+            v.kind.enter(*v.args)
+
+
+def block_depths() -> dict:
+    """How many blocks of each kind graphs entered in this thread and have not left."""
+    return {kind: kind.depth() for kind in KINDS}
+
+
+def leave_frame_blocks(depths: dict, opened: list) -> dict:
+    """Leave, for now, the frame's open blocks (`opened`: their exits, real or variables,
+    outermost first), of which `depths` (`block_depths()`) counts the ones entered; returns
+    the depths without them. Leaving an inference-mode block restores the grad mode it
+    found."""
+    bases = {kind: max(n - sum(v.kind is kind for v in opened), 0) for kind, n in depths.items()}
+    unwind_blocks(bases)
+    return bases
+
+
+def unwind_blocks(depths: dict) -> None:
+    """Leave the blocks of every kind entered beyond `depths` (`block_depths()`)."""
+    for kind, n in depths.items():
+        kind.unwind(n)
+
+
+def enter_frame_blocks(opened: list) -> None:
+    """Enter again, for real, the frame's blocks `leave_frame_blocks` left, each in the grad
+    mode it found."""
+    for v in opened:
+        set_grad_now(v.grad)
+        v.kind.enter(*v.args)
 
 
 class _InferenceBlocks(threading.local):
@@ -100,91 +237,21 @@ class InferenceModeVariable(Variable):
         return inference_mode
 
 
-class InferenceExitVariable(Variable):
-    """The `__exit__` of a `with inference_mode(mode)` block the graph entered: calling it
-    (or an exception leaving the block) leaves the block, in the graph."""
+class InferenceExitVariable(BlockExitVariable):
+    """The `__exit__` of a `with inference_mode(mode)` block the graph entered (`args`:
+    `(mode,)`)."""
 
-    __slots__ = ("mode",)
-
-    def __init__(self, mode: bool):
-        super().__init__(None)
-        self.mode = mode
-
-    def python_type(self) -> type:
-        return object
+    __slots__ = ()
 
 
-def enter_block(builder, mode: bool) -> InferenceExitVariable:
+INFERENCE = BlockKind("inference_mode", inference_mode_enter, inference_mode_exit,
+                      inference_depth, unwind_inference, InferenceExitVariable)
+
+
+def enter_block(builder, mode: bool) -> BlockExitVariable:
     """Enter a `with inference_mode(mode)` block here in `builder`'s graph, and now, for the
     fake ops that follow; returns the variable of the block's `__exit__`."""
-    node = builder.graph.call_function(inference_mode_enter, (bool(mode),))
-    builder.created.append(node)
-    inference_mode_enter(bool(mode))
-    return InferenceExitVariable(bool(mode))
-
-
-def exit_block(builder) -> None:
-    """Leave the innermost inference-mode block, in `builder`'s graph and now."""
-    builder.created.append(builder.graph.call_function(inference_mode_exit, ()))
-    inference_mode_exit()
-
-
-class InferenceExit:
-    """The `__exit__` of a `with inference_mode(mode)` block a graph break split, made for
-    real after the graph by `reenter_block` (every graph leaves the blocks it entered; the
-    graph after the break enters its own). Calling it (the block's end, or an exception
-    leaving the block) leaves the block."""
-
-    __slots__ = ("mode",)
-
-    def __init__(self, mode: bool):
-        self.mode = mode
-
-    def __call__(self, *exc) -> bool:
-        inference_mode_exit()
-        return False  # an exception leaving the block goes on
-
-    def __repr__(self) -> str:
-        return f"InferenceExit({self.mode!r})"
-
-
-def reenter_block(mode: bool) -> InferenceExit:
-    """Segment code: enter an inference-mode block open at a graph break (the graph left
-    it), for the breaking instruction and the rest of the frame."""
-    inference_mode_enter(mode)
-    return InferenceExit(mode)
-
-
-def leave_blocks(n: int) -> None:
-    """Segment code: leave the frame's `n` innermost open inference-mode blocks before a
-    graph that enters them itself (a resume point inside `with inference_mode()` blocks)."""
-    for _ in range(n):
-        inference_mode_exit()
-
-
-def reenter_blocks(stack: list) -> None:
-    """Segment code: enter again the blocks `leave_blocks` left (their `InferenceExit`s on
-    the frame's stack, outermost first), when the segment reruns eagerly instead."""
-    for v in stack:
-        if type(v) is InferenceExit:
-            inference_mode_enter(v.mode)
-
-
-def splits_blocks(stack: list) -> bool:
-    """Whether translation stack `stack` at a break can be rebuilt with its inference-mode
-    blocks split: no inference-mode block lies inside a grad-mode block inside another
-    (entered again one after the other, the inner one would find another grad mode than it
-    found, and restore that one on its exit)."""
-    inside = between = False
-    for v in stack:
-        if isinstance(v, InferenceExitVariable):
-            if between:
-                return False
-            inside = True
-        elif inside and (isinstance(v, GradModeVariable) or (
-                isinstance(v, ConstantVariable) and isinstance(v.value, GradExit))):
-            between = True
-    return True
+    return enter_graph_block(builder, INFERENCE, (bool(mode),))
 
 
 class CatchWarningsVariable(Variable):

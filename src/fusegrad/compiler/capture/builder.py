@@ -33,9 +33,10 @@ from ..._thread_state import local as _thread_local
 from ...fx import has_side_effect
 from ...ops.surface import FACTORY, INPLACE, has_flag
 from ..markers import enter_recompute_region, exit_recompute_region
-from .blocks import InferenceExit, InferenceExitVariable
+from .blocks import BlockExit, BlockExitVariable, BlockKind, enter_graph_block, leave_graph_block
 from .dynamic import input_order, strict_dims
 from .functional_call import check_not_replaced, overridden_read
+from .graph_inputs import is_state_source, last_op
 from .guards import GuardSet, _is_plain_data, _shares_memory
 from .layouts import LayoutFakeMode
 from .locations import LocatedGraph
@@ -94,6 +95,8 @@ def _unique_name(graph, name: str) -> str:
 
 
 _NOTHING = object()
+# A cell of the compiled frame's closure (`GraphBuilder._named_source`).
+_CLOSURE_SOURCE = re.compile(r"___closure\[(\d+)\]\.cell_contents")
 # What may read an object's `__dict__` without naming it: its views, iterators and proxies.
 _TABLE_VIEWS = frozenset(type(w) for w in (
     {}.keys(), {}.values(), {}.items(), iter({}), iter({}.values()), iter({}.items()),
@@ -133,9 +136,10 @@ class GraphBuilder:
         # the graph ran: (object, name, variable, expression naming the object at run
         # time), in program order.
         self.stores: list = []
-        # The `enter_autocast` arguments of the regions this graph entered and has not left,
-        # innermost last: what an autocast query answers inside them.
-        self.regions: list = []
+        self.closure_names: tuple = ()  # the frame's free variables (`___closure[i]`)
+        # The blocks (kind, arguments) this graph entered and has not left, innermost last:
+        # an autocast query inside them answers from its regions (`regions`).
+        self.open_blocks: list = []
         # Inside a translated `functional_call`: the tensors standing for module state.
         self.state_overrides = None
         # Some recorded instruction has an exception handler in its frame (a try block): if
@@ -410,12 +414,15 @@ class GraphBuilder:
             return self._tensor_input(value, source)
         if source is None:
             return ConstantVariable(value)
-        if type(value) is InferenceExit:
-            # The `__exit__` of an inference-mode block a graph break split, on the stack at
-            # a resume point (as an autocast region's `AutocastExit`, below).
-            self.guards.add(f"type({source}) is {self.guards.ref(InferenceExit, 'type')} and "
-                            f"{source}.mode is {bool(value.mode)!r}")
-            return InferenceExitVariable(value.mode)
+        if type(value) is BlockExit:
+            # The `__exit__` of a block a graph break split (an autocast region, an
+            # inference-mode block), on the stack at a resume point: a new object on every
+            # call, guarded by the block it leaves.
+            self.guards.add(f"type({source}) is {self.guards.ref(BlockExit, 'type')} and "
+                            f"{source}.kind is {self.guards.ref(value.kind, 'kind')} and "
+                            f"{source}.args == {self.guards.ref(value.args, 'const')} and "
+                            f"{source}.grad is {bool(value.grad)!r}")
+            return value.kind.variable(value.kind, value.args, value.grad)
         if type(value) is int and self.dynamic_ints is not None and \
                 self.dynamic_ints(source, value):
             return self._int_input(value, source)
@@ -505,12 +512,6 @@ class GraphBuilder:
                             f"{source}.__name__ == {value.__name__!r}")
             self.guards.constant(f"{source}.__self__", value.__self__)
             return ConstantVariable(value, source)
-        if type(value) is AutocastExit:
-            # The `__exit__` of an autocast region a graph break split, on the stack at a
-            # resume point: a new object on every call, guarded by the region it leaves.
-            self.guards.add(f"type({source}) is {self.guards.ref(AutocastExit, 'type')} and "
-                            f"{source}.args == {self.guards.ref(value.args, 'const')}")
-            return RegionExitVariable(value.args)
         if type(value) is functools.partial:
             # Guarded by what it holds, not by identity: a partial is often new on every
             # read (a compiled method, bound through `CompiledFunction.__get__`).
@@ -572,9 +573,9 @@ class GraphBuilder:
             self._refuse_aliasing(value)
         dims = self.dynamic_dims(source, value) if self.dynamic_dims is not None else ()
         self.guards.tensor(source, value, dims)
-        name = _unique_name(self.graph, placeholder_name(source))
+        name = _unique_name(self.graph, placeholder_name(self._named_source(source)))
         # Parameters and buffers come first, then other inputs in first-use order (as Dynamo).
-        is_param = "._parameters[" in source or "._buffers[" in source
+        is_param = is_state_source(source)
         first = next(iter(n for n in self.graph.nodes if n.op != "placeholder" or (
             is_param and "._parameters[" not in n.meta.get("source", "")
             and "._buffers[" not in n.meta.get("source", ""))), None)
@@ -588,11 +589,22 @@ class GraphBuilder:
             fake = self._symbolic_fake(value, source, dims, node)
         node.meta["example_value"] = fake
         node.meta["source"] = source
+        if is_param:  # (read here: its place among the inputs, `graph_inputs.py`)
+            node.meta["read_after"] = last_op(self.created)
         self.created.append(node)
         var = TensorVariable(node, fake, source)
         self.inputs[source] = var
         self.input_values[source] = value
         return var
+
+    def _named_source(self, source: str) -> str:
+        """`source` as Dynamo names an input read through it: a cell of the frame's closure
+        (`___closure[0].cell_contents`) by its variable's name (`L['scale']`), as the frame
+        locals Dynamo reads it from."""
+        found = _CLOSURE_SOURCE.match(source)
+        if found is None or int(found.group(1)) >= len(self.closure_names):
+            return source
+        return f"L[{self.closure_names[int(found.group(1))]!r}]" + source[found.end():]
 
     def _symbolic_fake(self, value: Tensor, source: str, dims, node) -> FakeTensor:
         """A fake of densely laid out `value` whose sizes at `dims` are symbols (its strides
@@ -831,17 +843,17 @@ class GraphBuilder:
     def enter_region(self, args: tuple) -> RegionExitVariable:
         """Enter the autocast region of `enter_autocast` arguments `args` (in the graph and
         now); returns the variable of the region's `__exit__`."""
-        self.created.append(self.graph.call_function(enter_autocast, args))
-        enter_autocast(*args)
-        self.regions.append(args)
-        return RegionExitVariable(args)
+        return enter_graph_block(self, AUTOCAST, args)
 
     def exit_autocast(self) -> None:
         """Leave the innermost autocast region the graph entered (in the graph and now)."""
-        self.created.append(self.graph.call_function(exit_autocast, ()))
-        exit_autocast()
-        if self.regions:
-            self.regions.pop()
+        leave_graph_block(self, AUTOCAST)
+
+    @property
+    def regions(self) -> list:
+        """The `enter_autocast` arguments of the regions this graph entered and has not
+        left, innermost last."""
+        return [args for kind, args in self.open_blocks if kind is AUTOCAST]
 
     def enter_sdpa_kernel(self, switches: tuple) -> SdpaExitVariable:
         """Set the attention switches of a `with sdpa_kernel(...)` block (`switches`: pairs
@@ -1066,58 +1078,18 @@ def unwind_autocast(depth: int) -> None:
         exit_autocast()
 
 
-class RegionExitVariable(AutocastExitVariable):
-    """The `__exit__` of an autocast region the graph entered, with the region's
-    `enter_autocast` arguments (`args`): at a graph break it is rebuilt as a real
-    `AutocastExit` that enters the region again after the graph."""
+class RegionExitVariable(AutocastExitVariable, BlockExitVariable):
+    """The `__exit__` of an autocast region the graph entered (`args`: the region's
+    `enter_autocast` arguments)."""
 
-    __slots__ = ("args",)
+    __slots__ = ()
 
-    def __init__(self, args: tuple):
-        super().__init__()
-        self.args = args
+    def __init__(self, kind: BlockKind, args: tuple, grad: bool):
+        BlockExitVariable.__init__(self, kind, args, grad)
 
 
-class AutocastExit:
-    """The `__exit__` of a `with autocast(...)` block that a graph break split, made for real
-    after the graph by `enter_region` (every graph leaves the regions it entered, as
-    Dynamo's do: an AOT graph bakes the casts in and changes no autocast state when it
-    runs). Calling it (the block's end, or an exception leaving the block) leaves the
-    region."""
-
-    __slots__ = ("args",)
-
-    def __init__(self, args: tuple):
-        self.args = args  # enter_autocast's arguments
-
-    def __call__(self, *exc) -> bool:
-        exit_autocast()
-        return False  # an exception leaving the block goes on
-
-    def __repr__(self) -> str:
-        return f"AutocastExit{self.args!r}"
-
-
-def enter_region(args: tuple) -> AutocastExit:
-    """Segment code: enter an autocast region open at a graph break (the graph left it), for
-    the breaking instruction and the rest of the frame."""
-    enter_autocast(*args)
-    return AutocastExit(args)
-
-
-def leave_regions(n: int) -> None:
-    """Segment code: leave the frame's `n` innermost open regions before a graph that enters
-    them itself (a resume point inside `with autocast()` blocks)."""
-    for _ in range(n):
-        exit_autocast()
-
-
-def reenter_regions(stack: list) -> None:
-    """Segment code: enter again the regions `leave_regions` left (their `AutocastExit`s on
-    the frame's stack, outermost first), when the segment reruns eagerly instead."""
-    for v in stack:
-        if type(v) is AutocastExit:
-            enter_autocast(*v.args)
+AUTOCAST = BlockKind("autocast", enter_autocast, exit_autocast, autocast_depth, unwind_autocast,
+                     RegionExitVariable)
 
 
 def _as_node(v, builder=None):

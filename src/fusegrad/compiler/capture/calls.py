@@ -49,11 +49,11 @@ from ...ops.surface import (
 from ..markers import COMPILE_TIME_ANSWERS
 from . import reasons
 from .blocks import (
+    BlockExitVariable,
     CatchWarningsExitVariable,
-    InferenceExitVariable,
     InferenceModeVariable,
     catch_warnings_call,
-    exit_block,
+    leave_graph_block,
 )
 from .builder import SdpaExitVariable, SdpaKernelContext, holds_symbol
 from .control_flow import call_cond, is_cond
@@ -104,7 +104,6 @@ from .translator import (
     unsupported_opcodes,
 )
 from .variables import (
-    AutocastExitVariable,
     BoundFunctionVariable,
     ConstantVariable,
     DefaultDictVariable,
@@ -275,7 +274,7 @@ def speculation(builder):
 
     mark, n_stores, mutated = len(builder.created), len(builder.stores), builder.mutated
     grad_write = builder.grad_write
-    mode = local.grad_enabled
+    mode = local.grad_mode
     try:
         yield mark, n_stores
     finally:
@@ -400,14 +399,11 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
         return call_variable(tr, fn.func, fn.args + args, {**fn.kwargs, **kwargs})
     if isinstance(fn, GeneratorExitVariable):  # leaving a generator context manager
         return _exit_generator_context(tr, fn, args, kwargs)
-    if isinstance(fn, AutocastExitVariable):  # leaving a `with autocast()` block
-        tr.builder.exit_autocast()
+    if isinstance(fn, BlockExitVariable):  # leaving a `with autocast()` (... ) block
+        leave_graph_block(tr.builder, fn.kind)
         return ConstantVariable(None)
     if isinstance(fn, CatchWarningsExitVariable):  # leaving a `catch_warnings()` block
         fn.leave_block(tr.builder)
-        return ConstantVariable(None)
-    if isinstance(fn, InferenceExitVariable):  # leaving a `with inference_mode()` block
-        exit_block(tr.builder)
         return ConstantVariable(None)
     if isinstance(fn, SdpaExitVariable):  # leaving a `with sdpa_kernel(...)` block
         tr.builder.exit_sdpa_kernel()
@@ -456,7 +452,7 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
         if f is set_grad_enabled:  # the call itself switches the mode, as in eager
             from ..._thread_state import local
 
-            before = local.grad_enabled
+            before = local.grad_mode
             tr.builder.set_grad_enabled(grad_mode)
             return GradModeVariable(grad_mode, before=before)
         return GradModeVariable(grad_mode)
@@ -2300,6 +2296,8 @@ def _list_method(tr: Translator, obj: ListVariable, name: str, args: list,
     if obj.source is not None:
         if name not in _OUTSIDE_LIST_EDITS:
             raise Unsupported(f"list.{name} on a list from outside the graph")
+        if isinstance(obj, OutsideListVariable):
+            obj.items  # noqa: B018 (read and guarded now, the graph's appends after them)
         known = tr.builder.container_objects.get(id(obj))
         if known is None or known[0] is not obj or type(known[1]) is not list:
             raise Unsupported(f"list.{name} on a list no guard reaches")

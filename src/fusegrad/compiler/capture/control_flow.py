@@ -75,7 +75,7 @@ def call_cond(tr, args: list, kwargs: dict) -> Variable:
     lifted = _Lifted(tr.builder, operands)
     results = []
     for f, what in ((true_fn, "the true branch"), (false_fn, "the false branch")):
-        out = speculate_call(tr, f, operands, f"cond(): {what}", local.grad_enabled,
+        out = speculate_call(tr, f, operands, f"cond(): {what}", local.grad_mode,
                              lifted.inspect)
         results.append(_outputs(out, what))
     reals = None

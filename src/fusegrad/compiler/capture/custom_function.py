@@ -156,7 +156,7 @@ def _speculate(tr, cls, forward, backward, setup, args: list) -> Variable:
         "saved_tensors": TupleVariable([]),
         "materialize_grads": ConstantVariable(True)})
     name = cls.__name__
-    grad_mode = local.grad_enabled
+    grad_mode = local.grad_mode
     try:
         with speculation(builder) as (mark, n_stores):
             # Eager runs forward under no_grad (what it returns may read the mode); setup_context

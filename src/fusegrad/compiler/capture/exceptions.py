@@ -25,12 +25,12 @@ import weakref
 
 from ...fx import has_side_effect
 from .blocks import (
+    BlockExitVariable,
     CatchWarningsExitVariable,
     CatchWarningsVariable,
-    InferenceExitVariable,
     InferenceModeVariable,
     enter_block,
-    exit_block,
+    leave_graph_block,
 )
 from .builder import SdpaExitVariable, SdpaKernelContext
 from .guards import _is_plain_data
@@ -471,15 +471,15 @@ class ExceptionOpcodes:
         if not isinstance(cm, GradModeVariable):
             raise Unsupported("a with block whose context is not a grad mode")
         self.push(GradModeVariable(
-            cm.mode, exit_to=local.grad_enabled if cm.before is None else cm.before))
+            cm.mode, exit_to=local.grad_mode if cm.before is None else cm.before))
         self.builder.set_grad_enabled(cm.mode)
         self.push(self.const(None))
 
     def WITH_EXCEPT_START(self, inst):  # noqa: N802
         exc = self.stack[-1]
         exit_fn = self.stack[-4]
-        if isinstance(exit_fn, AutocastExitVariable):  # an autocast block: leave the region
-            self.builder.exit_autocast()
+        if isinstance(exit_fn, BlockExitVariable):  # an autocast, inference-mode block
+            leave_graph_block(self.builder, exit_fn.kind)
             self.push(ConstantVariable(False))
             return
         if isinstance(exit_fn, GradModeVariable):  # a grad-mode block: restore the mode
@@ -488,10 +488,6 @@ class ExceptionOpcodes:
             return
         if isinstance(exit_fn, CatchWarningsExitVariable):  # (nothing to undo)
             exit_fn.leave_block(self.builder)
-            self.push(ConstantVariable(False))
-            return
-        if isinstance(exit_fn, InferenceExitVariable):  # leave the inference-mode block
-            exit_block(self.builder)
             self.push(ConstantVariable(False))
             return
         if isinstance(exit_fn, SdpaExitVariable):  # restore the attention switches

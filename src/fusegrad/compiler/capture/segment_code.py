@@ -30,9 +30,6 @@ from .blocks import (
 )
 from .builder import (
     autocast_depth,
-    enter_region,
-    leave_regions,
-    reenter_regions,
     restore_sdpa,
     sdpa_kernel_enter,
     sdpa_state,
@@ -166,14 +163,13 @@ def spec_code(spec, consts: dict) -> str:
         return f"___resume_iter({spec_code(spec[1], consts)}, {spec[2]}, {spec[3]!r})"
     if kind == "null":
         return "___NULL"
-    if kind == "region":  # an autocast region open at the break: entered here, for real
-        consts["___enter_region"] = enter_region
-        name = f"___c{len(consts)}"
-        consts[name] = spec[1]
-        return f"___enter_region({name})"
-    if kind == "inference":  # an inference-mode block open at the break: entered for real
+    if kind == "block":  # a block open at the break (`blocks.py`): entered here, for real
         consts["___reenter_block"] = reenter_block
-        return f"___reenter_block({spec[1]!r})"
+        block_kind = f"___c{len(consts)}"
+        consts[block_kind] = spec[1]
+        args = f"___c{len(consts)}"
+        consts[args] = spec[2]
+        return f"___reenter_block({block_kind}, {args}, {spec[3]!r})"
     if kind == "grad_exit":  # the __exit__ of a grad-mode with block, rebuilt for real
         name = f"___c{len(consts)}"
         consts[name] = GradExit(spec[1])
@@ -220,13 +216,13 @@ def _switches_sdpa(graph_module) -> bool:
 
 def grad_mode() -> bool:
     """Segment code: the thread's grad mode."""
-    return _thread_local.grad_enabled
+    return _thread_local.grad_mode
 
 
 def graph_state(sdpa: bool = False) -> tuple:
     """Segment code: the grad mode and autocast depth before a protected graph runs, and
     the attention switches and inference-mode blocks where it sets them (`sdpa`)."""
-    return _thread_local.grad_enabled, autocast_depth(), \
+    return _thread_local.grad_mode, autocast_depth(), \
         (sdpa_state(), inference_depth()) if sdpa else None
 
 
@@ -240,7 +236,6 @@ def restore_state(state: tuple, stack: list) -> None:
         unwind_inference(state[2][1])  # (which restores the grad mode it found: set again)
         set_grad_enabled(state[0])
         restore_sdpa(state[2][0])
-    reenter_regions(stack)
     reenter_blocks(stack)
 
 
@@ -249,10 +244,10 @@ def segment_source(seg, name: str, sources: list, branch: tuple | None,
     """The source of `name(L, S, G)` running segment `seg` (see the module docstring).
     `branch`: (test, jumps when true) when the breaking instruction is written out."""
     lines = [f"def {name}(L, S, G):"]
-    if seg.regions:  # the graph enters the frame's open autocast regions itself
-        lines.append(f"    ___leave_regions({seg.regions})")
-    if seg.blocks:  # and its open inference-mode blocks
-        lines.append(f"    ___leave_blocks({seg.blocks})")
+    if seg.blocks:  # the graph enters the frame's open blocks itself (`blocks.py`)
+        name = f"___c{len(consts)}"
+        consts[name] = seg.blocks
+        lines.append(f"    ___leave_blocks({name})")
     if seg.compiled is not None:
         args = ", ".join(sources) + ("," if len(sources) == 1 else "")
         call = f"outs = ___graph({args})"
@@ -348,7 +343,7 @@ def compile_segment(seg, scope: dict, name: str, source: str, consts: dict, step
     env.update((k, v) for k, v in consts.items() if not k.startswith("___m"))
     env.update(___NULL=NULL, ___graph=seg.compiled, ___step=step, ___eager=eager,
                ___get_rng=get_rng_state, ___set_rng=set_rng_state,
-               ___leave_regions=leave_regions, ___leave_blocks=leave_blocks,
+               ___leave_blocks=leave_blocks,
                ___graph_state=graph_state,
                ___restore_state=restore_state, ___grad_mode=grad_mode,
                ___set_grad=set_grad_enabled, ___from_numpy=array_tensor)

@@ -33,36 +33,34 @@ from .. import logs
 from .. import stance as _stance
 from ..exc import UserError
 from .blocks import (
+    BlockExit,
+    BlockExitVariable,
     CatchWarningsExitVariable,
     CatchWarningsVariable,
-    InferenceExit,
-    InferenceExitVariable,
     InferenceModeVariable,
-    enter_block,
-    exit_block,
-    inference_depth,
-    inference_mode_enter,
+    block_depths,
+    enter_frame_blocks,
+    enter_graph_block,
+    leave_frame_blocks,
+    leave_graph_block,
     new_catch_warnings,
-    splits_blocks,
-    unwind_inference,
+    unwind_blocks,
 )
 from .builder import (
     _INPLACE_OPERATORS,
-    AutocastExit,
     GraphBuilder,
     SdpaExitVariable,
     _has_symbol,
     _mutates,
-    autocast_depth,
-    enter_autocast,
     holds_symbol,
     restore_sdpa,
     sdpa_state,
-    unwind_autocast,
 )
 from .calls import _in_package, _is_module
 from .dynamic import DynamicPolicy
 from .exceptions import Raised, catch_warnings_break, exception_entries
+from .frame_filter import frame_holds_tensors
+from .graph_inputs import order_inputs
 from .guards import fast_sizes
 from .hooks import registers_hooks
 from .locations import resume_name
@@ -71,7 +69,6 @@ from .symfloat import SymFloat, SymText
 from .translator import Jump, Return, Translator, instructions_of
 from .variables import (
     AttrDictVariable,
-    AutocastExitVariable,
     BoundFunctionVariable,
     CellVariable,
     ConstantVariable,
@@ -132,12 +129,12 @@ class Segment:
     # (object expression, name, spec, whether set as object's `__setattr__`) to set
     stores: list = field(default_factory=list)
     protected: bool = False  # has exception handlers: if the graph raises, rerun eagerly
-    # The frame's autocast regions open where the segment starts (a resume point inside
-    # `with autocast()` blocks): its code leaves them before the graph, which enters them.
-    regions: int = 0
-    blocks: int = 0  # (and its open inference-mode blocks, as `regions`)
-    # The grad mode at a break inside inference-mode blocks, set again after the segment
-    # code entered them again (a grad-mode block inside one may have set another).
+    # The kinds of the frame's blocks open where the segment starts (a resume point inside
+    # `with autocast()` or `with inference_mode()` blocks), innermost first: its code
+    # leaves them before the graph, which enters them (see `blocks.py`).
+    blocks: tuple = ()
+    # The grad mode at a break inside such blocks, set again after the segment code
+    # entered them again (each in the mode it found).
     grad_after: bool | None = None
     # An eager rest after a break in a loop, guarded (`FrameRunner._loop_break_guarded`).
     loop_guarded: bool = False
@@ -189,6 +186,9 @@ class FrameRunner:
         self.config = config
         self.fullgraph = fullgraph
         self.segments: dict[int, list[Segment]] = {}
+        # A function called for real after a break inside it (`compile_callee`): like a
+        # resume point, skipped where its frame holds no tensor (`frame_filter.py`).
+        self.skips_tensorless = False
         self.insts, self.index_of = instructions_of(self.code)
         # Backward jumps in exception handlers (3.12+ `with` blocks end with one) are no loops.
         flow = normal_flow(self.insts, self.index_of)
@@ -206,7 +206,6 @@ class FrameRunner:
         self.eager_only = False
         self.warned = False
         self._state = None  # (translator, builder) while capturing
-        self._outside = None  # (the grad mode the frame's inference blocks found)
         self.history = _History()  # (event, detail) for explain and logs
         # Modules by source (`L['self']`): the first one a capture read there (its class
         # and a weak reference), and the sources where another instance of its class came
@@ -253,15 +252,14 @@ class FrameRunner:
     # ---------------------------------------------------------------- running
 
     def __call__(self, L: dict):
-        regions, blocks = autocast_depth(), inference_depth()
+        depths = block_depths()
         try:
             return self._run(L)
         except BaseException:
             # An autocast region or inference-mode block a graph (or segment code) entered
             # and an exception left. (Grad mode: a graph that raised restores its own, see
             # `segment_code`; a mode set without a `with` block stays set, as in eager mode.)
-            unwind_autocast(regions)
-            unwind_inference(blocks)
+            unwind_blocks(depths)
             raise
 
     def _run(self, L: dict):
@@ -269,6 +267,11 @@ class FrameRunner:
         S: list = []
         offset = 0
         while True:
+            if (offset or self.skips_tensorless) and not frame_holds_tensors(
+                    self.fn, offset, L, S, self.insts, self.index_of):
+                # Dynamo skips a frame other than the compiled function's first one where
+                # nothing is a tensor: the rest runs as plain Python (no graph, no break).
+                return self._run_concrete(offset, L, S, ())
             seg = self._segment(offset, L, S)
             if seg is None or seg.native:  # the rest runs eagerly (reported)
                 if offset == 0:
@@ -453,19 +456,15 @@ class FrameRunner:
         return seg
 
     def _capture_once(self, start: int, L: dict, S: list) -> Segment:
-        grad_mode = _thread_local.grad_enabled
-        # The frame's open autocast regions (their exits on the stack): translation leaves
-        # them for the graph to enter (see `_capture`); they are entered again after it.
-        inherited = [v.args for v in S if type(v) is AutocastExit]
-        regions = autocast_depth()
+        grad_mode = _thread_local.grad_mode
+        # The frame's open blocks (autocast regions, inference-mode blocks: their exits on
+        # the stack): translation leaves them for the graph to enter (see `_capture`); they
+        # are entered again after it.
+        inherited = [v for v in S if type(v) is BlockExit]
+        depths = block_depths()
         self._state = None
         rng = get_rng_state()  # fake random ops must not draw from the real generator
         sdpa = sdpa_state()  # (a translation that stops in a `with sdpa_kernel()` block)
-        inference = inference_depth()  # (and one that stops in an inference-mode block)
-        # The frame's open inference-mode blocks (their exits on the stack): left while
-        # translating, as the regions (see `_capture`), entered again after it.
-        blocks = [v.mode for v in S if type(v) is InferenceExit]
-        self._outside = None  # (the grad mode they found, once left)
         logs.counters["frames"]["total"] += 1
         try:
             # The program's saved-tensor hooks (a checkpoint's) see the compiled code's saves
@@ -480,19 +479,12 @@ class FrameRunner:
             return self._translator_error(start, e)
         finally:
             _set_grad(grad_mode)  # translation switches it for the fake ops
-            unwind_autocast(max(regions - len(inherited), 0))  # and enters autocast regions
-            for args in inherited:
-                enter_autocast(*args)
+            # (and enters blocks: the frame's are left and entered again, in their modes)
+            leave_frame_blocks(depths, inherited)
+            enter_frame_blocks(inherited)
             self._state = None
             set_rng_state(rng)
-            if self._outside is None:
-                unwind_inference(inference)
-            else:
-                unwind_inference(inference - len(blocks))
-                _set_grad(self._outside)
-                for mode in blocks:
-                    inference_mode_enter(mode)
-            _set_grad(grad_mode)  # (leaving an inference-mode block restored the mode it found)
+            _set_grad(grad_mode)  # (entering an inference-mode block switched it off)
             restore_sdpa(sdpa)
 
     def _translator_error(self, start: int, error: Exception) -> Segment:
@@ -546,28 +538,24 @@ class FrameRunner:
         builder.varying_modules = self._varying_module
         if self.fn.__closure__:
             builder.guards.values["___closure"] = self.fn.__closure__
+            builder.closure_names = self.code.co_freevars
         # The NULL below a callable (the stack at a call after a break) stays a NULL.
         stack = [NullVariable() if v is NULL else builder.wrap(v, f"S[{i}]")
                  for i, v in enumerate(S)]
         local_vars = _LazyLocals(builder, {k: v for k, v in L.items()
                                            if not k.startswith("___")})
-        # Every graph leaves the autocast regions it entered, as Dynamo's do (an AOT graph
-        # bakes the casts in and changes no autocast state when it runs): one that resumes
-        # inside `with autocast()` blocks enters them first, and the segment code leaves
-        # the real ones before the graph runs (guarded above by the state at entry).
-        opened = [v for v in stack if isinstance(v, AutocastExitVariable)]
-        base = autocast_depth() - len(opened)
-        unwind_autocast(base)
+        # Every graph leaves the blocks it entered (autocast regions, inference-mode blocks;
+        # see `blocks.py`): one that resumes inside such blocks enters them first, in the
+        # stack's order and each in the grad mode it found, and the segment code leaves the
+        # real ones before the graph runs (guarded above by the state at entry).
+        opened = [v for v in stack if isinstance(v, BlockExitVariable)]
+        inside = _thread_local.grad_mode
+        bases = leave_frame_blocks(block_depths(), opened)
         for v in opened:
-            builder.enter_region(v.args)
-        blocks = [v for v in stack if isinstance(v, InferenceExitVariable)]
-        blocks_base = inference_depth() - len(blocks)
-        inside = _thread_local.grad_enabled
-        unwind_inference(blocks_base)  # (and so the frame's inference-mode blocks)
-        self._outside = _thread_local.grad_enabled
-        for v in blocks:
-            enter_block(builder, v.mode)
-        if blocks and _thread_local.grad_enabled != inside:  # (a grad-mode block inside)
+            if _thread_local.grad_mode != v.grad:  # (a grad-mode block between two)
+                builder.set_grad_enabled(v.grad)
+            enter_graph_block(builder, v.kind, v.args)
+        if _thread_local.grad_mode != inside:  # (a grad-mode block inside)
             builder.set_grad_enabled(inside)
         tr = Translator(self.code, self.fn.__globals__, self.fn.__closure__, builder,
                         local_vars, stack, start=start)
@@ -680,9 +668,6 @@ class FrameRunner:
                               reason=str(e), line=line)
                 outputs = _Outputs(builder)
                 try:
-                    if not splits_blocks(before_stack):
-                        raise Unsupported("a graph break inside an inference_mode() block "
-                                          "inside a grad-mode block inside another")
                     seg.stack = [_spec(v, outputs) for v in before_stack]
                     # An exception leaving the frame: its locals are dead.
                     seg.locals = {} if isinstance(e, Raised) else {
@@ -693,21 +678,19 @@ class FrameRunner:
                         f"{why} (the rest of the frame runs eagerly)", self.code, line,
                         fallback=True, inner=_inlined_frames(tr, e), counted=False)))
                     return Segment(start, "eager", reason=str(why), line=line)
-                # The graph leaves the regions open at the break, innermost first; the
-                # segment code enters them again (the `region` specs on the stack).
-                if any(isinstance(v, InferenceExitVariable) for v in before_stack):
-                    seg.grad_after = _thread_local.grad_enabled
+                # The graph leaves the blocks open at the break, innermost first; the
+                # segment code enters them again (the `block` specs on the stack), then
+                # sets the break's grad mode again.
+                if any(isinstance(v, BlockExitVariable) for v in before_stack):
+                    seg.grad_after = _thread_local.grad_mode
                 for v in reversed(before_stack):
-                    if isinstance(v, AutocastExitVariable):
-                        builder.exit_autocast()
-                    elif isinstance(v, InferenceExitVariable):
-                        exit_block(builder)
+                    if isinstance(v, BlockExitVariable):
+                        leave_graph_block(builder, v.kind)
                 break
         # The backend traces the graph from the state it starts in (an inlined call that
-        # broke may have left a region it entered).
-        unwind_autocast(base)
-        unwind_inference(blocks_base)
-        seg.regions, seg.blocks = len(opened), len(blocks)
+        # broke may have left a block it entered).
+        unwind_blocks(bases)
+        seg.blocks = tuple(v.kind for v in reversed(opened))
         try:
             if registers_hooks(builder.stores) and any(_mutates(n) for n in builder.graph.nodes):
                 # (eager registers the hook before or after the write: the graph's replay
@@ -769,6 +752,7 @@ class FrameRunner:
         graph = builder.graph
         for name in builder.shape_env.unified:  # a size equal to another: dropped if unused
             builder.symbol_nodes[name].meta["unified"] = True
+        order_inputs(graph, outputs.nodes)  # (as Dynamo realizes them: before dead code goes)
         _eliminate_dead_code(graph, outputs.nodes)
         if builder.grad_write and len(builder.input_values) > 1:
             # The graph writes with history into a tensor input, captured with no inputs
@@ -932,6 +916,8 @@ def _restore(saved) -> None:
             v.pending = items[0]
             if items[0] is not None:
                 items[0].items[:] = items[1]
+            if v.materialized():  # (read by the failed call: its guards are rolled back)
+                v.forget_items()
             continue
         # In place: an iterator over a list shares the list's items (see GET_ITER).
         if isinstance(v.items, list):
@@ -1084,8 +1070,8 @@ def _spec_value(v, outputs: _Outputs):
     if isinstance(v, PartialVariable):  # a real functools.partial of the rebuilt parts
         return ("partial", _spec(v.func, outputs), [_spec(a, outputs) for a in v.args],
                 {k: _spec(a, outputs) for k, a in v.kwargs.items()})
-    if isinstance(v, AutocastExitVariable) and getattr(v, "args", None) is not None:
-        return ("region", v.args)  # entered again for real after the graph
+    if isinstance(v, BlockExitVariable):  # entered again for real after the graph
+        return ("block", v.kind, v.args, v.grad)
     if isinstance(v, ObjectVariable) and v.source is not None:
         return ("source", v.source)  # a real object from outside (its writes replayed)
     if isinstance(v, OutsideIteratorVariable):
@@ -1098,16 +1084,12 @@ def _spec_value(v, outputs: _Outputs):
     if isinstance(v, GeneratorContextVariable) and v.frame is None and not v.kwargs:
         # (not entered yet: made again for real from its function and arguments)
         return ("named", v.helper, [_spec(a, outputs) for a in v.args])
-    if isinstance(v, AutocastExitVariable):
-        raise Unsupported("a graph break inside a with autocast() block")
     if isinstance(v, SdpaExitVariable):
         raise Unsupported("a graph break inside a with sdpa_kernel() block")
     if isinstance(v, CatchWarningsExitVariable):  # (made in an inlined call)
         raise Unsupported("a graph break inside a with warnings.catch_warnings() block")
     if isinstance(v, CatchWarningsVariable):  # not entered yet: a new one on every call
         return ("named", new_catch_warnings, [("const", v.record)])
-    if isinstance(v, InferenceExitVariable):  # entered again for real after the graph
-        return ("inference", v.mode)
     if isinstance(v, InferenceModeVariable):  # not entered yet: a new one on every call
         from ...autograd.grad_mode import inference_mode
 

@@ -1104,14 +1104,12 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
                                  value: Variable) -> bool:
         """`lst[i] = value` of a list from outside the graph (its length and items read and
         guarded): set in the variable's items, and the list's items set on the real list
-        after the graph (`lst[:] = [...]`), as its other edits are. False (the caller
-        refuses it) after the graph appended to it or where no guard reaches the list;
+        after the graph (`lst[:] = [...]`), as its other edits are (after what the graph
+        appended to it). False (the caller refuses it) where no guard reaches the list;
         refused where another variable of the frame holds it (it would keep the old
         items)."""
         from .objects import holds_real
 
-        if isinstance(obj, OutsideListVariable) and obj.pending is not None:
-            return False
         items = obj.items  # (read and guarded now, for a list from outside read lazily)
         known = self.builder.container_objects.get(id(obj))
         if known is None or known[0] is not obj or type(known[1]) is not list:

@@ -148,8 +148,9 @@ class OutsideListVariable(ListVariable):
     [...]`, an extend), so the graph guards the list's type but not its length or items (a
     list the step appends to on every call would otherwise recompile on every call). Any
     other use reads the items (`materialize`: the length and items guarded, as any list
-    from outside), which after an append is refused (a graph break): the graph would read
-    the old items."""
+    from outside, as they are when the frame starts); after an append the items the graph
+    appended follow them (still added to the real list after the graph), as Dynamo reads a
+    list its graph appended to."""
 
     __slots__ = ("real", "builder", "pending")
 
@@ -165,15 +166,19 @@ class OutsideListVariable(ListVariable):
         try:
             return _ITEMS.__get__(self)
         except AttributeError:
-            if self.pending is not None:
-                raise Unsupported("a list from outside the graph read after the graph "
-                                  "appended to it") from None
             self.builder.materialize_list(self)
-            return _ITEMS.__get__(self)
+            items = _ITEMS.__get__(self)
+            if self.pending is not None:
+                items.extend(self.pending.items)
+            return items
 
     @items.setter
     def items(self, value) -> None:
         _ITEMS.__set__(self, list(value))
+
+    def forget_items(self) -> None:
+        """Drop the items read (a failed call read them, and its guards are rolled back)."""
+        _ITEMS.__delete__(self)
 
     def materialized(self) -> bool:
         """Whether the items have been read (and guarded)."""

@@ -42,7 +42,8 @@ def tunable(art) -> bool:
     from ...ops import REGISTRY
 
     externs = [REGISTRY[r[1]] for r in art.refs.values() if r[0] == "extern"]
-    return bool(art.writes) and not any(op.random or op.inplace for op in externs)
+    return bool(art.writes) and not any(op.random or op.inplace for op in externs) and \
+        not any(r[0] == "write" for r in art.refs.values())
 
 
 def tune(art, libs: dict, args) -> dict:

@@ -955,6 +955,10 @@ def render_kernel(node, out: Buffer, slots: Slots, number: int,
     if absorbed:
         return _render(lambda w: _pointwise_nest(node, out, w, tuple(absorbed)), slots,
                        number)
+    if hasattr(node, "accumulate"):  # a scatter kernel
+        from .scatter import render
+
+        return _render(lambda w: render(node, out, w), slots, number)
     nest = _reduction_nest if isinstance(node, Reduction) else _pointwise_nest
     return _render(lambda w: nest(node, out, w), slots, number)
 

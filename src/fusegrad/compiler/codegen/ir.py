@@ -300,6 +300,9 @@ class Extern:
     # written in place by earlier externs: their views are copied.
     views_allowed: bool = False
     written_before: frozenset = frozenset()
+    # An in-place op (`writes.py`): the buffer whose memory it writes, through its first
+    # argument (that buffer or a `View` of it); eager's in-place path runs on it.
+    writes: Any = None
 
 
 @dataclass(eq=False)
@@ -446,4 +449,8 @@ def describe(node: Any, name: str) -> str:
                 f"{node.dtype!r}: {node.fn(tuple(idx), tuple(ridx))}")
     if isinstance(node, Extern):
         return f"{name} = extern {node.op.name}(...)"
+    if hasattr(node, "accumulate"):  # a scatter kernel (scatter.py)
+        idx = [IVar(f"x{i}") for i in range(len(node.shape))]
+        kind = "scatter_add" if node.accumulate else "scatter"
+        return f"{name} = {kind}{list(node.shape)} {node.dtype!r}: {node.fn(tuple(idx))}"
     return f"{name} = {node}"

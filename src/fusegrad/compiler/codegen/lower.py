@@ -332,6 +332,13 @@ class LoweringOps:
         shape = tuple(1 if d in axes else x.shape[d] for d in range(nd))
         return self.view_index(buf, shape, lambda idx: tuple(idx[d] for d in kept))
 
+    def scatter(self, a, dim, index, src, accumulate: bool = False):
+        """`a.scatter(dim, index, src)` (`scatter_add` with `accumulate`) as a kernel of
+        its own (`scatter.py`): along the last dim, an index and source of one shape."""
+        from .scatter import lower_scatter
+
+        return lower_scatter(self.graph, a, dim, index, src, accumulate)
+
     def mean(self, x, dims=None, keepdim: bool = False, dtype=None):
         """The mean over `dims` (all when None or empty): a sum, then one division."""
         dt = dtype or x.dtype
@@ -892,7 +899,8 @@ class GraphLowering:
                     (strides == tuple(v.strides) and offset == 0):
                 continue
             self.output_layouts[v] = (strides, offset)
-            if v in kernel_buffers and non_overlapping(shape, strides):
+            if v in kernel_buffers and non_overlapping(shape, strides) and \
+                    v not in self._written:  # (a write's views were made on its strides)
                 v.strides = strides  # the kernel writes it in place (its strides)
 
     def _value(self, a):
@@ -948,6 +956,10 @@ class GraphLowering:
                                           "which the graph's buffers do not keep")
             return self._check(value, _meta(op, args, kwargs), op)
         meta = _meta(op, args, kwargs)
+        if op.inplace and not self._fresh_destination(n):
+            from .writes import lower_write
+
+            return lower_write(self, n, op, args, kwargs)
         low = op.lowering
         if callable(low) and not op.random and (not op.inplace or self._fresh_destination(n)):
             scalar = any(isinstance(a, ScalarInput) for a in _iter_values(
@@ -1024,7 +1036,10 @@ class GraphLowering:
         if getattr(dst, "op", None) != "call_function":
             return False
         made = resolve_op(dst.target)
-        if made is None or made.view or made.inplace or made.random:
+        from .writes import _reshapes
+
+        # (a reshape's result is its input's memory in eager: `_unsafe_view`)
+        if made is None or made.view or made.inplace or made.random or _reshapes(made):
             return False
         return list(dst.users) == [n]
 

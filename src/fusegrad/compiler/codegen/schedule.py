@@ -327,25 +327,41 @@ def group(g: GraphLowering, computations: list) -> list:
 
     out: list = []
     current: list = []
+    rest = list(computations)
 
     def close():
         if current:
             out.append(list(current))
             current.clear()
 
-    for c in computations:
+    def join(c, why: str = "") -> None:
+        logs.emit("fusion", f"fusing {_label(c)} into the loop nest of "
+                  f"{_label(current[0])}: same rows, read at the current row only{why}")
+        current.append(c)
+
+    i = 0
+    while i < len(rest):
+        c = rest[i]
+        i += 1
         if isinstance(c, Extern):
             close()
             out.append(c)
             continue
         if current and _joins(g, current, c):
-            logs.emit("fusion", f"fusing {_label(c)} into the loop nest of "
-                      f"{_label(current[0])}: same rows, read at the current row only")
-            current.append(c)
+            join(c)
             continue
+        if current:
+            for m in _joining_later(g, current, rest, i - 1):
+                join(m, f" (computed before {_label(c)}, which it does not read)")
+                rest.remove(m)
         close()
         current.append(c)
-        if not isinstance(c, Reduction):
+        if isinstance(c, Reduction):
+            row = _row_value_before(g, out, c)
+            if row is not None:
+                out.pop()
+                join(row, " (a value per row computed before it, which it does not read)")
+        else:
             close()
     close()
     out = _absorb_producers(g, out)
@@ -354,6 +370,59 @@ def group(g: GraphLowering, computations: list) -> list:
                      for m in item}
         _log_boundaries(g, computations, kernel_of)
     return out
+
+
+# How many computations after one that cannot join a group are tried for joining it ahead
+# of that one (layer norm's input gradient, after its weight's column sums).
+LOOKAHEAD = 4
+
+
+def _joining_later(g: GraphLowering, current: list, rest: list, at: int) -> list:
+    """The computations of `rest` after `rest[at]` (which cannot join group `current`), up
+    to the next extern and at most `LOOKAHEAD` of them, that can join the group ahead of
+    those they pass: each reads no buffer a passed one computes. A row group only (its
+    first member a row reduction): layer norm's backward computes its weight's column sums
+    between its row sums and its input gradient, which then joins the row sums' loop."""
+    if not isinstance(current[0], Reduction) or _is_column_reduction(current[0]):
+        return []
+    passed = [rest[at]]
+    moved: list = []
+    for c in rest[at + 1:at + 1 + LOOKAHEAD]:
+        if isinstance(c, Extern):
+            break
+        written = {g.buffers[p] for p in passed}
+        if not any(ld.buffer in written for ld in _reads(c)) and \
+                _joins(g, current + moved, c):
+            moved.append(c)
+        else:
+            passed.append(c)
+    return moved
+
+
+def _is_column_reduction(c) -> bool:
+    from .c import _is_column
+
+    return isinstance(c, Reduction) and _is_column(c)
+
+
+def _row_value_before(g: GraphLowering, items: list, first: Reduction):
+    """The pointwise value of the item just before reduction `first` (which starts a row
+    group) when it is one value per row of `first`'s output (its shape that output's shape
+    then dims of one: layer norm's `1 / sqrt(var + eps)`, computed once into a buffer) that
+    `first` does not read: it is then computed in the group's loop after `first` (a kernel
+    fewer); else None."""
+    if not items or isinstance(items[-1], Extern) or len(items[-1]) != 1 or \
+            _is_column_reduction(first):
+        return None
+    p = items[-1][0]
+    k = len(first.shape)
+    if not isinstance(p, Pointwise) or p.pieces is not None or not k or \
+            tuple(p.shape[:k]) != tuple(first.shape) or any(int(d) != 1 for d in p.shape[k:]):
+        return None
+    if any(ld.buffer is g.buffers[p] for ld in _reads(first)) or \
+            not _joins(g, [first], p):
+        return None
+    return p
 
 
 # The most elements a producer is checked over (every element's address is computed) before
@@ -477,7 +546,8 @@ def _joins(g: GraphLowering, members: list, c) -> bool:
     from .ir import IVar
 
     outer = tuple(members[0].shape)
-    if not isinstance(members[0], Reduction) or not outer:
+    if not isinstance(members[0], Reduction) or not outer or \
+            not isinstance(c, (Reduction, Pointwise)):  # (a scatter kernel runs alone)
         return False
     k = len(outer)
     if tuple(c.shape[:k]) != outer or (isinstance(c, Reduction) and tuple(c.shape) != outer):

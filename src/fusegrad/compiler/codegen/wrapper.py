@@ -125,6 +125,17 @@ def _scalar(value: float) -> np.ndarray:
     return np.array(value, dtype=np.float64)
 
 
+def _status() -> np.ndarray:
+    """The status word a scatter kernel sets on an index out of range."""
+    return np.zeros(1, np.int64)
+
+
+def _scatter_error(index, size: int, dim: int) -> None:
+    from .scatter import raise_out_of_range
+
+    raise_out_of_range(index, size, dim)
+
+
 def _own(a: np.ndarray, kept: tuple) -> np.ndarray:
     """`a`, copied when it shares memory with one of the wrapper's preallocated buffers
     (an extern returning a view of its input), so the caller's tensor is never overwritten
@@ -330,7 +341,17 @@ def generate(g, computations: list, kernels: dict, slots: Slots, reuse: bool = T
                 w.emit(f"{var} = {r.name}{reshape}  # reuses {r.name}'s memory")
                 w.emit(f"P[{slot}] = P[{slots.buffer(r)}]")
         w.refs[kname] = ("kernel", kname, "default")
+        scatters = [m for m in members if hasattr(m, "accumulate")]
+        for m in scatters:  # (the status word its kernel sets on an index out of range)
+            w.emit(f"_st{slots.buffer(m.status)} = _status()")
+            w.emit(f"P[{slots.buffer(m.status)}] = _addr(_st{slots.buffer(m.status)})")
         w.emit(f"{kname}(P, K)")
+        for m in scatters:
+            from .scatter import checked_expr
+
+            w.emit(f"if _st{slots.buffer(m.status)}[0]:")
+            w.emit(f"    _scatter_error({checked_expr(w, m, _view_expr)}, "
+                   f"{int(m.shape[-1])}, {len(m.shape) - 1})")
     if writes:  # the threads the kernels' pieces are shared among now (`c.PRELUDE`)
         w.lines.insert(0, f"    K[{K_THREADS}] = _threads(K)")
     rets = []
@@ -446,7 +467,7 @@ def _extern(w: _Writer, c: Extern, outputs: set, kept: list, inputs=()) -> None:
             k += 1  # another function of that name (each random factory's draw)
             op_name = f"{base}_{k}"
         w.refs[op_name] = ("value", c.op.kernel)
-    else:
+    elif c.writes is None:
         w.refs[op_name] = ("extern", c.op.name)
 
     views: list = []
@@ -470,6 +491,9 @@ def _extern(w: _Writer, c: Extern, outputs: set, kept: list, inputs=()) -> None:
         w.refs[key] = ("value", a)
         return key
 
+    if c.writes is not None:  # an in-place op: eager's in-place path writes the memory
+        _write(w, c, inputs, arg)
+        return
     args = ", ".join(arg(a) for a in c.args)
     kwargs = "".join(f", {k}={arg(v)}" for k, v in c.kwargs.items())
     outs = [b.name for b in c.outputs]
@@ -494,6 +518,46 @@ def _extern(w: _Writer, c: Extern, outputs: set, kept: list, inputs=()) -> None:
         if b in outputs and kept:
             w.emit(f"{b.name} = _own({b.name}, ({', '.join(kept)},))")
         w.emit(f"P[{w.slots.buffer(b)}] = _addr({b.name})")
+
+
+def _write(w: _Writer, c: Extern, inputs, arg) -> None:
+    """Emit in-place op `c` writing its first argument (see `writes.py`): the graph's input
+    tensor itself when it writes the whole of one (eager's version counter and checks), else
+    a NumPy view of the buffer, after which an input's version counter is advanced."""
+    op_name = f"_write_{c.op.name.replace('.', '_')}"
+    w.refs[op_name] = ("write", c.op.name)
+    first, base = c.args[0], c.writes
+    tensor = w.names[base].rsplit("._data", 1)[0] if base in inputs else None
+    whole = first is base and tensor is not None
+    rest = "".join(", " + arg(a) for a in c.args[1:])
+    w.emit(f"{op_name}({tensor if whole else arg(first)}{rest})")
+    if tensor is not None and not whole:
+        w.emit(f"{tensor}._vc[0] += 1")
+
+
+def _writer(op):
+    """The call that runs in-place op `op` as eager does on its first argument (a Tensor,
+    or an array wrapped as one; operands that are arrays are wrapped too)."""
+    from ... import _dispatch
+    from ..._tensor import Tensor
+    from ...autograd.grad_mode import no_grad
+
+    def tensor(a):
+        if isinstance(a, np.ndarray):
+            return _dispatch._wrap(a)
+        if isinstance(a, (list, tuple)):
+            return type(a)(tensor(x) for x in a)
+        return a
+
+    def write(dst, *args):
+        args = tuple(tensor(a) for a in args)
+        if isinstance(dst, Tensor):  # a graph input, written as eager writes it
+            _dispatch.call(op, dst, *args)
+            return
+        with no_grad():
+            _dispatch.call(op, tensor(dst), *args)
+
+    return write
 
 
 def _view_expr(w: _Writer, v: View) -> str:
@@ -607,6 +671,7 @@ def load(art: Artifact, libs: dict):
                    "_in_memory_order": _in_memory_order,
                    "_empty_strided": empty_strided, "_restrided": restrided,
                    "_scalar": _scalar, "_threads": _threads, "_in_storage": _in_storage,
+                   "_status": _status, "_scatter_error": _scatter_error,
                    "_addr": _array_address, "_wrap": _dispatch._wrap, "P": P, "K": K,
                    "_last": [None] * art.n_inputs}
     # An artifact read back from the disk cache holds unpickled dtypes and arrays: each is
@@ -618,6 +683,8 @@ def load(art: Artifact, libs: dict):
             scope[name] = _own_dtype(ref[1])
         elif kind == "extern":
             scope[name] = REGISTRY[ref[1]].kernel
+        elif kind == "write":
+            scope[name] = _writer(REGISTRY[ref[1]])
         elif kind == "kernel":
             scope[name] = getattr(libs[ref[2]], ref[1])
         elif isinstance(ref[1], np.ndarray):

@@ -1,7 +1,6 @@
 """Activation layers: thin modules over `nn.functional`."""
 
-from __future__ import annotations
-
+from ..._tensor import Tensor
 from .. import functional as F
 from ._arg_errors import inplace_op, missing_attribute, tensor_arguments
 from .module import Module
@@ -14,7 +13,7 @@ class ReLU(Module):
         super().__init__()
         self.inplace = inplace
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """relu(input)."""
         return F.relu(input, inplace=self.inplace)
 
@@ -29,7 +28,7 @@ class ReLU6(Module):
         super().__init__()
         self.inplace = inplace
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """relu6(input)."""
         return F.relu6(input, self.inplace)
 
@@ -45,7 +44,7 @@ class LeakyReLU(Module):
         self.negative_slope = negative_slope
         self.inplace = inplace
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """leaky_relu(input)."""
         return F.leaky_relu(input, self.negative_slope, self.inplace)
 
@@ -64,7 +63,7 @@ class Hardtanh(Module):
         self.max_val = max_val
         self.inplace = inplace
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """hardtanh(input)."""
         return F.hardtanh(input, self.min_val, self.max_val, self.inplace)
 
@@ -81,7 +80,7 @@ class ELU(Module):
         self.alpha = alpha
         self.inplace = inplace
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """elu(input)."""
         return F.elu(input, self.alpha, self.inplace)
 
@@ -92,7 +91,7 @@ class ELU(Module):
 class Sigmoid(Module):
     """1 / (1 + exp(-x))."""
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """sigmoid(input)."""
         return input.sigmoid()
 
@@ -100,7 +99,7 @@ class Sigmoid(Module):
 class Tanh(Module):
     """Hyperbolic tangent."""
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """tanh(input)."""
         return input.tanh()
 
@@ -112,7 +111,7 @@ class GELU(Module):
         super().__init__()
         self.approximate = approximate
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """gelu(input)."""
         return F.gelu(input, approximate=self.approximate)
 
@@ -127,7 +126,7 @@ class SiLU(Module):
         super().__init__()
         self.inplace = inplace
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """silu(input)."""
         return F.silu(input, inplace=self.inplace)
 
@@ -143,7 +142,7 @@ class Softplus(Module):
         self.beta = beta
         self.threshold = threshold
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """softplus(input)."""
         return F.softplus(input, self.beta, self.threshold)
 
@@ -158,7 +157,7 @@ class Softmax(Module):
         super().__init__()
         self.dim = dim
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """softmax(input, dim)."""
         return F.softmax(input, self.dim, _stacklevel=5)
 
@@ -169,7 +168,7 @@ class Softmax(Module):
 class LogSoftmax(Softmax):
     """log_softmax along `dim`."""
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """log_softmax(input, dim)."""
         return F.log_softmax(input, self.dim, _stacklevel=5)
 
@@ -188,7 +187,7 @@ class _InplaceActivation(Module):
 class SELU(_InplaceActivation):
     """scale * elu(x, alpha) with the self-normalising constants."""
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """selu(input)."""
         return F.selu(input, self.inplace)
 
@@ -201,7 +200,7 @@ class CELU(Module):
         self.alpha = alpha
         self.inplace = inplace
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """celu(input)."""
         return F.celu(input, self.alpha, self.inplace)
 
@@ -212,7 +211,7 @@ class CELU(Module):
 class Mish(_InplaceActivation):
     """x * tanh(softplus(x))."""
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """mish(input)."""
         return F.mish(input, inplace=self.inplace)
 
@@ -220,7 +219,7 @@ class Mish(_InplaceActivation):
 class Hardsigmoid(_InplaceActivation):
     """clamp(x / 6 + 1 / 2, 0, 1)."""
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """hardsigmoid(input)."""
         return F.hardsigmoid(input, self.inplace)
 
@@ -231,7 +230,7 @@ class Hardsigmoid(_InplaceActivation):
 class Hardswish(_InplaceActivation):
     """x * hardsigmoid(x)."""
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """hardswish(input)."""
         return F.hardswish(input, self.inplace)
 
@@ -242,7 +241,7 @@ class Hardswish(_InplaceActivation):
 class LogSigmoid(Module):
     """log(sigmoid(x))."""
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """logsigmoid(input)."""
         return F.logsigmoid(input)
 
@@ -250,7 +249,7 @@ class LogSigmoid(Module):
 class Softsign(Module):
     """x / (1 + |x|)."""
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """softsign(input)."""
         return F.softsign(input)
 
@@ -258,7 +257,7 @@ class Softsign(Module):
 class Tanhshrink(Module):
     """x - tanh(x)."""
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """tanhshrink(input)."""
         return F.tanhshrink(input)
 
@@ -270,7 +269,7 @@ class Softshrink(Module):
         super().__init__()
         self.lambd = lambd
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """softshrink(input)."""
         return F.softshrink(input, self.lambd)
 
@@ -281,7 +280,7 @@ class Softshrink(Module):
 class Hardshrink(Softshrink):
     """Zero where |x| <= lambd."""
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """hardshrink(input)."""
         return F.hardshrink(input, self.lambd)
 
@@ -295,7 +294,7 @@ class Threshold(Module):
         self.value = value
         self.inplace = inplace
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """threshold(input)."""
         return F.threshold(input, self.threshold, self.value, self.inplace)
 
@@ -311,7 +310,7 @@ class GLU(Module):
         super().__init__()
         self.dim = dim
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """glu(input, dim)."""
         return F.glu(input, self.dim)
 
@@ -339,7 +338,7 @@ class PReLU(Module):
 
         _init.constant_(self.weight, self.init)
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """prelu(input, weight)."""
         return F.prelu(input, self.weight)
 
@@ -357,7 +356,7 @@ class RReLU(Module):
         self.upper = upper
         self.inplace = inplace
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """rrelu(input)."""
         return F.rrelu(input, self.lower, self.upper, self.training, self.inplace)
 
@@ -369,7 +368,7 @@ class RReLU(Module):
 class Softmin(Softmax):
     """softmax(-x) along `dim`."""
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """softmin(input, dim)."""
         return F.softmin(input, self.dim, _stacklevel=5)
 
@@ -377,7 +376,7 @@ class Softmin(Softmax):
 class Softmax2d(Module):
     """softmax over the channels (dim -3) of a 3-D or 4-D input."""
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """softmax(input, -3)."""
         if input.dim() not in (3, 4):
             raise ValueError(f"Softmax2d: expected input to be 3D or 4D, got {input.dim()}D "

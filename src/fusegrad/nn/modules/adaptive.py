@@ -2,10 +2,9 @@
 and one entry per cluster) plus one smaller projection and softmax per cluster of rarer
 classes."""
 
-from __future__ import annotations
-
 from collections import namedtuple
 
+from ..._tensor import Tensor
 from .. import functional as F
 from .container import ModuleList, Sequential
 from .linear import Linear
@@ -67,7 +66,7 @@ class AdaptiveLogSoftmaxWithLoss(Module):
         else:
             raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
 
-    def forward(self, input_, target_):
+    def forward(self, input_: Tensor, target_: Tensor) -> _ASMoutput:
         """(log-probability of each row's target, mean negative log-likelihood)."""
         self._check(input_, target_)
         batched = target_.dim() > 0

@@ -1,7 +1,5 @@
 """MultiheadAttention, built from linear, matmul, softmax and dropout."""
 
-from __future__ import annotations
-
 import math
 import warnings
 from types import SimpleNamespace
@@ -11,6 +9,7 @@ from ..._autocast import is_autocast_enabled
 from ..._functions import baddbmm as _baddbmm
 from ..._functions import bmm as _bmm
 from ..._functions import cat as _cat
+from ..._tensor import Tensor
 from ...autograd.grad_mode import is_grad_enabled
 from ...backends.mha import get_fastpath_enabled
 from .. import functional as F
@@ -211,8 +210,10 @@ class MultiheadAttention(Module):
                     -1, self.num_heads, -1, -1)
         return merged, kind
 
-    def forward(self, query, key, value, key_padding_mask=None, need_weights: bool = True,
-                attn_mask=None, average_attn_weights: bool = True, is_causal: bool = False):
+    def forward(self, query: Tensor, key: Tensor, value: Tensor,
+                key_padding_mask: Tensor | None = None, need_weights: bool = True,
+                attn_mask: Tensor | None = None, average_attn_weights: bool = True,
+                is_causal: bool = False) -> tuple[Tensor, Tensor | None]:
         """(attention output, head-averaged or per-head weights, or None)."""
         _check_masks(key_padding_mask, "key_padding_mask", attn_mask, "attn_mask")
         if self._takes_fast_path(query, key, value, key_padding_mask, attn_mask):

@@ -1,8 +1,7 @@
 """Batch normalisation: running statistics while training, used in eval mode."""
 
-from __future__ import annotations
-
 from ... import _creation, _dtype
+from ..._tensor import Tensor
 from ...autograd.function import Function
 from .. import functional as F
 from .. import init
@@ -80,7 +79,7 @@ class _NormBase(Module):
 class _BatchNorm(_NormBase):
     """Batch normalisation's forward (the dimension checks are each subclass's)."""
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """Normalise with batch statistics (training) or running statistics (eval)."""
         self._check_input_dim(input)
         factor = 0.0 if self.momentum is None else self.momentum
@@ -190,7 +189,7 @@ class SyncBatchNorm(_BatchNorm):
         group = self.process_group if self.process_group else dist.group.WORLD
         return group if dist.get_world_size(group) > 1 else None
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """Normalise with the global batch statistics when training across ranks."""
         self._check_input_dim(input)
         group = self._sync_group()

@@ -1,7 +1,6 @@
 """ChannelShuffle."""
 
-from __future__ import annotations
-
+from ..._tensor import Tensor
 from .. import functional as F
 from ._arg_errors import tensor_arguments
 from .module import Module
@@ -14,7 +13,7 @@ class ChannelShuffle(Module):
         super().__init__()
         self.groups = groups
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """channel_shuffle(input)."""
         return F.channel_shuffle(input, self.groups)
 

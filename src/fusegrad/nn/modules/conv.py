@@ -1,11 +1,10 @@
 """Conv1d/2d/3d and ConvTranspose1d/2d/3d (one `convolution` op each call)."""
 
-from __future__ import annotations
-
 import math
 import warnings
 
 from ... import _creation
+from ..._tensor import Tensor
 from .. import functional as F
 from .. import init
 from ..parameter import Parameter, UninitializedParameter
@@ -153,7 +152,7 @@ class Conv1d(_ConvNd):
         return F.conv1d(input, weight, bias, self.stride, self.padding, self.dilation,
                         self.groups)
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """The convolution of `input` with this layer's weight (and bias)."""
         return self._conv_forward(input, self.weight, self.bias)
 
@@ -172,7 +171,7 @@ class Conv2d(_ConvNd):
         return F.conv2d(input, weight, bias, self.stride, self.padding, self.dilation,
                         self.groups)
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """The convolution of `input` with this layer's weight (and bias)."""
         return self._conv_forward(input, self.weight, self.bias)
 
@@ -191,7 +190,7 @@ class Conv3d(_ConvNd):
         return F.conv3d(input, weight, bias, self.stride, self.padding, self.dilation,
                         self.groups)
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """The convolution of `input` with this layer's weight (and bias)."""
         return self._conv_forward(input, self.weight, self.bias)
 
@@ -272,7 +271,7 @@ class ConvTranspose1d(_ConvTransposeNd):
     _spatial = 1
     __init__ = _conv_transpose_init
 
-    def forward(self, input, output_size=None):
+    def forward(self, input: Tensor, output_size: list[int] | None = None) -> Tensor:
         """The transposed convolution of `input`."""
         return F.conv_transpose1d(input, self.weight, self.bias, self.stride, self.padding,
                                   self._output_padding(input, output_size), self.groups,
@@ -285,7 +284,7 @@ class ConvTranspose2d(_ConvTransposeNd):
     _spatial = 2
     __init__ = _conv_transpose_init
 
-    def forward(self, input, output_size=None):
+    def forward(self, input: Tensor, output_size: list[int] | None = None) -> Tensor:
         """The transposed convolution of `input`."""
         return F.conv_transpose2d(input, self.weight, self.bias, self.stride, self.padding,
                                   self._output_padding(input, output_size), self.groups,
@@ -298,7 +297,7 @@ class ConvTranspose3d(_ConvTransposeNd):
     _spatial = 3
     __init__ = _conv_transpose_init
 
-    def forward(self, input, output_size=None):
+    def forward(self, input: Tensor, output_size: list[int] | None = None) -> Tensor:
         """The transposed convolution of `input`."""
         return F.conv_transpose3d(input, self.weight, self.bias, self.stride, self.padding,
                                   self._output_padding(input, output_size), self.groups,

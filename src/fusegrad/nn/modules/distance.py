@@ -1,7 +1,6 @@
 """CosineSimilarity and PairwiseDistance."""
 
-from __future__ import annotations
-
+from ..._tensor import Tensor
 from .. import functional as F
 from ._arg_errors import tensor_arguments
 from .module import Module
@@ -15,7 +14,7 @@ class CosineSimilarity(Module):
         self.dim = dim
         self.eps = eps
 
-    def forward(self, x1, x2):
+    def forward(self, x1: Tensor, x2: Tensor) -> Tensor:
         """cosine_similarity(x1, x2)."""
         return F.cosine_similarity(x1, x2, self.dim, self.eps)
 
@@ -29,7 +28,7 @@ class PairwiseDistance(Module):
         self.eps = eps
         self.keepdim = keepdim
 
-    def forward(self, x1, x2):
+    def forward(self, x1: Tensor, x2: Tensor) -> Tensor:
         """pairwise_distance(x1, x2)."""
         return F.pairwise_distance(x1, x2, self.norm, self.eps, self.keepdim)
 

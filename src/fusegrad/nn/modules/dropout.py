@@ -1,8 +1,7 @@
 """Dropout layers: elementwise (Dropout, AlphaDropout) and channel-wise (Dropout1d/2d/3d,
 FeatureAlphaDropout)."""
 
-from __future__ import annotations
-
+from ..._tensor import Tensor
 from .. import functional as F
 from ._arg_errors import inplace_op, tensor_arguments
 from .module import Module
@@ -26,7 +25,7 @@ class _DropoutNd(Module):
 class Dropout(_DropoutNd):
     """Zero elements with probability p while training; identity in eval mode."""
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """Dropout of `input` (training mode only)."""
         return F.dropout(input, self.p, self.training, self.inplace)
 
@@ -34,7 +33,7 @@ class Dropout(_DropoutNd):
 class Dropout1d(_DropoutNd):
     """Zero whole channels of (N, C, L) input while training."""
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """dropout1d(input)."""
         return F.dropout1d(input, self.p, self.training, self.inplace)
 
@@ -42,7 +41,7 @@ class Dropout1d(_DropoutNd):
 class Dropout2d(_DropoutNd):
     """Zero whole channels of (N, C, H, W) input while training."""
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """dropout2d(input)."""
         return F.dropout2d(input, self.p, self.training, self.inplace)
 
@@ -50,7 +49,7 @@ class Dropout2d(_DropoutNd):
 class Dropout3d(_DropoutNd):
     """Zero whole channels of (N, C, D, H, W) input while training."""
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """dropout3d(input)."""
         return F.dropout3d(input, self.p, self.training, self.inplace)
 
@@ -58,7 +57,7 @@ class Dropout3d(_DropoutNd):
 class AlphaDropout(_DropoutNd):
     """Dropout for SELU networks (keeps zero mean and unit variance) while training."""
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """alpha_dropout(input)."""
         return F.alpha_dropout(input, self.p, self.training, self.inplace)
 
@@ -66,7 +65,7 @@ class AlphaDropout(_DropoutNd):
 class FeatureAlphaDropout(_DropoutNd):
     """Alpha dropout of whole channels while training."""
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """feature_alpha_dropout(input)."""
         return F.feature_alpha_dropout(input, self.p, self.training, self.inplace)
 

@@ -1,7 +1,6 @@
 """Flatten and Unflatten."""
 
-from __future__ import annotations
-
+from ..._tensor import Tensor
 from ._arg_errors import missing_attribute
 from .module import Module
 
@@ -14,7 +13,7 @@ class Flatten(Module):
         self.start_dim = start_dim
         self.end_dim = end_dim
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """The flattened input (a view when possible): `Tensor.flatten`, as PyTorch's."""
         return input.flatten(self.start_dim, self.end_dim)
 
@@ -37,7 +36,7 @@ class Unflatten(Module):
         self.dim = dim
         self.unflattened_size = unflattened_size
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """The input with `dim` unflattened."""
         return _unflatten(input, self.dim, self.unflattened_size)
 

@@ -1,7 +1,6 @@
 """Fold and Unfold: sliding local blocks to and from columns."""
 
-from __future__ import annotations
-
+from ..._tensor import Tensor
 from .. import functional as F
 from ._arg_errors import tensor_arguments
 from .module import Module
@@ -18,7 +17,7 @@ class Fold(Module):
         self.padding = padding
         self.stride = stride
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """fold(input)."""
         return F.fold(input, self.output_size, self.kernel_size, self.dilation, self.padding,
                       self.stride)
@@ -38,7 +37,7 @@ class Unfold(Module):
         self.padding = padding
         self.stride = stride
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """unfold(input)."""
         return F.unfold(input, self.kernel_size, self.dilation, self.padding, self.stride)
 

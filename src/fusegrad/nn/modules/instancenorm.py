@@ -1,9 +1,8 @@
 """InstanceNorm1d/2d/3d and their lazy forms."""
 
-from __future__ import annotations
-
 import warnings
 
+from ..._tensor import Tensor
 from .. import functional as F
 from .batchnorm import _LazyNormBase, _NormBase
 
@@ -54,7 +53,7 @@ class _InstanceNorm(_NormBase):
         super()._load_from_state_dict(state_dict, prefix, local_metadata, strict,
                                       missing_keys, unexpected_keys, error_msgs)
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """instance_norm(input), an unbatched input given a batch dim for the call."""
         self._check_input_dim(input)
         feature_dim = input.dim() - self._get_no_batch_dim()

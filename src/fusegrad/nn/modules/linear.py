@@ -1,10 +1,9 @@
 """Identity, Linear, Bilinear and NonDynamicallyQuantizableLinear."""
 
-from __future__ import annotations
-
 import math
 
 from ... import _creation
+from ..._tensor import Tensor
 from .. import functional as F
 from .. import init
 from ..parameter import Parameter, UninitializedParameter
@@ -19,7 +18,7 @@ class Identity(Module):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__()
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """The input itself."""
         return input
 
@@ -47,7 +46,7 @@ class Linear(Module):
             bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
             init.uniform_(self.bias, -bound, bound)
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """x W^T + b."""
         return F.linear(input, self.weight, self.bias)
 
@@ -80,7 +79,7 @@ class Bilinear(Module):
         if self.bias is not None:
             init.uniform_(self.bias, -bound, bound)
 
-    def forward(self, input1, input2):
+    def forward(self, input1: Tensor, input2: Tensor) -> Tensor:
         """The bilinear form of the two inputs."""
         return F.bilinear(input1, input2, self.weight, self.bias)
 

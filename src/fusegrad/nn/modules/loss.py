@@ -1,9 +1,8 @@
 """Loss modules over `nn.functional`'s losses."""
 
-from __future__ import annotations
-
 import warnings
 
+from ..._tensor import Tensor
 from .. import functional as F
 from ._arg_errors import missing_attribute, tensor_arguments
 from .module import Module
@@ -27,7 +26,7 @@ class _WeightedLoss(_Loss):
 class L1Loss(_Loss):
     """Mean absolute error."""
 
-    def forward(self, input, target):
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
         """l1_loss(input, target)."""
         return F.l1_loss(input, target, reduction=self.reduction)
 
@@ -35,7 +34,7 @@ class L1Loss(_Loss):
 class MSELoss(_Loss):
     """Mean squared error."""
 
-    def forward(self, input, target):
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
         """mse_loss(input, target)."""
         return F.mse_loss(input, target, reduction=self.reduction)
 
@@ -48,7 +47,7 @@ class SmoothL1Loss(_Loss):
         super().__init__(size_average, reduce, reduction)
         self.beta = beta
 
-    def forward(self, input, target):
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
         """smooth_l1_loss(input, target)."""
         return F.smooth_l1_loss(input, target, reduction=self.reduction, beta=self.beta)
 
@@ -61,7 +60,7 @@ class NLLLoss(_WeightedLoss):
         super().__init__(weight, size_average, reduce, reduction)
         self.ignore_index = ignore_index
 
-    def forward(self, input, target):
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
         """nll_loss(input, target)."""
         return F.nll_loss(input, target, weight=self.weight, ignore_index=self.ignore_index,
                           reduction=self.reduction)
@@ -87,7 +86,7 @@ class CrossEntropyLoss(_WeightedLoss):
         self.ignore_index = ignore_index
         self.label_smoothing = label_smoothing
 
-    def forward(self, input, target):
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
         """cross_entropy(input, target)."""
         return F.cross_entropy(input, target, weight=self.weight,
                                ignore_index=self.ignore_index, reduction=self.reduction,
@@ -97,7 +96,7 @@ class CrossEntropyLoss(_WeightedLoss):
 class BCELoss(_WeightedLoss):
     """Binary cross entropy of probabilities."""
 
-    def forward(self, input, target):
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
         """binary_cross_entropy(input, target)."""
         return F.binary_cross_entropy(input, target, weight=self.weight,
                                       reduction=self.reduction)
@@ -112,7 +111,7 @@ class BCEWithLogitsLoss(_Loss):
         self.register_buffer("weight", weight)
         self.register_buffer("pos_weight", pos_weight)
 
-    def forward(self, input, target):
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
         """binary_cross_entropy_with_logits(input, target)."""
         return F.binary_cross_entropy_with_logits(input, target, self.weight,
                                                   pos_weight=self.pos_weight,
@@ -127,7 +126,7 @@ class KLDivLoss(_Loss):
         super().__init__(size_average, reduce, reduction)
         self.log_target = log_target
 
-    def forward(self, input, target):
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
         """kl_div(input, target)."""
         return F.kl_div(input, target, reduction=self.reduction, log_target=self.log_target)
 
@@ -135,7 +134,7 @@ class KLDivLoss(_Loss):
 class SoftMarginLoss(_Loss):
     """log(1 + exp(-y x)), for targets y of +-1."""
 
-    def forward(self, input, target):
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
         """soft_margin_loss(input, target)."""
         return F.soft_margin_loss(input, target, reduction=self.reduction)
 
@@ -148,7 +147,7 @@ class MarginRankingLoss(_Loss):
         super().__init__(size_average, reduce, reduction)
         self.margin = margin
 
-    def forward(self, input1, input2, target):
+    def forward(self, input1: Tensor, input2: Tensor, target: Tensor) -> Tensor:
         """margin_ranking_loss(input1, input2, target)."""
         return F.margin_ranking_loss(input1, input2, target, margin=self.margin,
                                      reduction=self.reduction)
@@ -162,7 +161,7 @@ class HingeEmbeddingLoss(_Loss):
         super().__init__(size_average, reduce, reduction)
         self.margin = margin
 
-    def forward(self, input, target):
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
         """hinge_embedding_loss(input, target)."""
         return F.hinge_embedding_loss(input, target, margin=self.margin,
                                       reduction=self.reduction)
@@ -176,7 +175,7 @@ class CosineEmbeddingLoss(_Loss):
         super().__init__(size_average, reduce, reduction)
         self.margin = margin
 
-    def forward(self, input1, input2, target):
+    def forward(self, input1: Tensor, input2: Tensor, target: Tensor) -> Tensor:
         """cosine_embedding_loss(input1, input2, target)."""
         return F.cosine_embedding_loss(input1, input2, target, margin=self.margin,
                                        reduction=self.reduction)
@@ -197,7 +196,7 @@ class TripletMarginLoss(_Loss):
         self.eps = eps
         self.swap = swap
 
-    def forward(self, anchor, positive, negative):
+    def forward(self, anchor: Tensor, positive: Tensor, negative: Tensor) -> Tensor:
         """triplet_margin_loss(anchor, positive, negative)."""
         return F.triplet_margin_loss(anchor, positive, negative, margin=self.margin, p=self.p,
                                      eps=self.eps, swap=self.swap, reduction=self.reduction)
@@ -220,7 +219,7 @@ class TripletMarginWithDistanceLoss(_Loss):
         self.margin = margin
         self.swap = swap
 
-    def forward(self, anchor, positive, negative):
+    def forward(self, anchor: Tensor, positive: Tensor, negative: Tensor) -> Tensor:
         """triplet_margin_with_distance_loss(anchor, positive, negative)."""
         return F.triplet_margin_with_distance_loss(
             anchor, positive, negative, distance_function=self.distance_function,
@@ -250,7 +249,7 @@ class LinearCrossEntropyLoss(_WeightedLoss):
             width *= size
         self.linear = Linear(in_features, width, bias=bias, dtype=dtype)
 
-    def forward(self, input, target):
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
         """linear_cross_entropy(input, the layer's weight, target)."""
         shape = (self.num_classes, *self.out_features)
         bias = self.linear.bias
@@ -277,7 +276,7 @@ class PoissonNLLLoss(_Loss):
         self.full = full
         self.eps = eps
 
-    def forward(self, log_input, target):
+    def forward(self, log_input: Tensor, target: Tensor) -> Tensor:
         """poisson_nll_loss(log_input, target)."""
         return F.poisson_nll_loss(log_input, target, log_input=self.log_input, full=self.full,
                                   eps=self.eps, reduction=self.reduction)
@@ -292,7 +291,7 @@ class GaussianNLLLoss(_Loss):
         self.full = full
         self.eps = eps
 
-    def forward(self, input, target, var):
+    def forward(self, input: Tensor, target: Tensor, var: Tensor | float) -> Tensor:
         """gaussian_nll_loss(input, target, var)."""
         return F.gaussian_nll_loss(input, target, var, full=self.full, eps=self.eps,
                                    reduction=self.reduction)
@@ -312,7 +311,7 @@ class MultiMarginLoss(_WeightedLoss):
         self.p = p
         self.margin = margin
 
-    def forward(self, input, target):
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
         """multi_margin_loss(input, target)."""
         return F.multi_margin_loss(input, target, p=self.p, margin=self.margin,
                                    weight=self.weight, reduction=self.reduction)
@@ -321,7 +320,7 @@ class MultiMarginLoss(_WeightedLoss):
 class MultiLabelMarginLoss(_Loss):
     """Hinge loss between the listed target classes and the others."""
 
-    def forward(self, input, target):
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
         """multilabel_margin_loss(input, target)."""
         return F.multilabel_margin_loss(input, target, reduction=self.reduction)
 
@@ -329,7 +328,7 @@ class MultiLabelMarginLoss(_Loss):
 class MultiLabelSoftMarginLoss(_WeightedLoss):
     """Per-class logistic loss, averaged over classes."""
 
-    def forward(self, input, target):
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
         """multilabel_soft_margin_loss(input, target)."""
         return F.multilabel_soft_margin_loss(input, target, weight=self.weight,
                                              reduction=self.reduction)
@@ -344,7 +343,8 @@ class CTCLoss(_Loss):
         self.blank = blank
         self.zero_infinity = zero_infinity
 
-    def forward(self, log_probs, targets, input_lengths, target_lengths):
+    def forward(self, log_probs: Tensor, targets: Tensor, input_lengths: Tensor,
+                target_lengths: Tensor) -> Tensor:
         """ctc_loss(log_probs, targets, input_lengths, target_lengths)."""
         return F.ctc_loss(log_probs, targets, input_lengths, target_lengths, self.blank,
                           self.reduction, self.zero_infinity)
@@ -357,7 +357,7 @@ class HuberLoss(_Loss):
         super().__init__(reduction=reduction)
         self.delta = delta
 
-    def forward(self, input, target):
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
         """huber_loss(input, target)."""
         return F.huber_loss(input, target, reduction=self.reduction, delta=self.delta)
 

@@ -101,6 +101,11 @@ def _forward_unimplemented(self, *input: Any) -> None:
         f'Module [{type(self).__name__}] is missing the required "forward" function')
 
 
+# Evaluated, as every module's forward annotations are (this file postpones its own), so that
+# `inspect.signature(Module.forward)` and traced code show types rather than strings.
+_forward_unimplemented.__annotations__ = {"input": Any, "return": None}
+
+
 _MTIA_MISSING = (
     "Torch not compiled with MTIA enabled. Ensure you have `import "
     "mtia.host_runtime.torch_mtia.dynamic_library` in your python src file and include "
@@ -1367,8 +1372,9 @@ class Module:
                     f"checkpoint, the shape in current model is {param.shape}.")
                 continue
             swap = _swap_on_load()
+            assign = local_metadata.get("assign_to_params_buffers", False)
             if not param._plain and param.is_meta and (value._plain or not value.is_meta) \
-                    and not getattr(self, "_assign_on_load", False):
+                    and not assign:
                 warnings.warn(
                     f"for {key}: copying from a non-meta parameter in the checkpoint to a meta "
                     "parameter in the current model, which is a no-op. (Did you mean to pass "
@@ -1377,8 +1383,8 @@ class Module:
                     stacklevel=3)
             try:
                 if swap:
-                    self._load_by_swap(param, value, getattr(self, "_assign_on_load", False))
-                elif getattr(self, "_assign_on_load", False):
+                    self._load_by_swap(param, value, assign)
+                elif assign:
                     if name in self._parameters:
                         self._parameters[name] = Parameter(
                             value.detach(), requires_grad=param.requires_grad)
@@ -1433,12 +1439,13 @@ class Module:
 
         def load(module, local_state, prefix=""):
             local_meta = {} if metadata is None else metadata.get(prefix[:-1], {})
-            module.__dict__["_assign_on_load"] = assign
-            try:
-                module._load_from_state_dict(local_state, prefix, local_meta, True, missing,
-                                             unexpected, errors)
-            finally:
-                del module.__dict__["_assign_on_load"]
+            if assign:
+                # Told to the module through its metadata, as PyTorch does: an override of
+                # `_load_from_state_dict` reads it there, and the state_dict's own metadata
+                # keeps it for later loads of the same dict.
+                local_meta["assign_to_params_buffers"] = assign
+            module._load_from_state_dict(local_state, prefix, local_meta, True, missing,
+                                         unexpected, errors)
             for name, child in module._modules.items():
                 if child is not None:
                     # Each child gets its own entries: what its pre hooks rename stays its.

@@ -1,10 +1,9 @@
 """LayerNorm, GroupNorm, LocalResponseNorm and RMSNorm, and the affine parameters they share."""
 
-from __future__ import annotations
-
 import numbers
 
 from ... import _creation
+from ..._tensor import Tensor
 from .. import functional as F
 from .. import init
 from ..parameter import Parameter
@@ -57,7 +56,7 @@ class LayerNorm(Module):
         """Weight 1, bias 0."""
         reset_affine_parameters(self)
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """Layer normalisation of `input`."""
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
 
@@ -86,7 +85,7 @@ class GroupNorm(Module):
         """Weight 1, bias 0."""
         reset_affine_parameters(self)
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """Group normalisation of `input` (N, C, ...)."""
         return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
 
@@ -106,7 +105,7 @@ class LocalResponseNorm(Module):
         self.beta = beta
         self.k = k
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """local_response_norm(input)."""
         return F.local_response_norm(input, self.size, self.alpha, self.beta, self.k)
 
@@ -125,7 +124,7 @@ class CrossMapLRN2d(Module):
         self.beta = beta
         self.k = k
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """The normalised input."""
         if input.dim() != 4:
             raise ValueError(f"CrossMapLRN2d: Expected input to be 4D, got {input.dim()}D "
@@ -158,7 +157,7 @@ class RMSNorm(Module):
         if self.weight is not None:
             init.ones_(self.weight)
 
-    def forward(self, x):
+    def forward(self, x: Tensor) -> Tensor:
         """rms_norm(x)."""
         return F.rms_norm(x, self.normalized_shape, self.weight, self.eps)
 

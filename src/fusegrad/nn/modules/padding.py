@@ -1,10 +1,9 @@
 """Padding layers: constant (and zero), reflection, replication and circular, for 1 to 3
 spatial dims; each one `F.pad` call."""
 
-from __future__ import annotations
-
 import numbers
 
+from ..._tensor import Tensor
 from .. import functional as F
 from ._arg_errors import tensor_arguments
 from .module import Module
@@ -33,7 +32,7 @@ class _PadNd(Module):
         super().__init__()
         self.padding = _padding(padding, 2 * self.spatial)
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """The padded input."""
         return F.pad(input, self.padding, self.mode)
 
@@ -50,7 +49,7 @@ class _ConstantPadNd(_PadNd):
         super().__init__(padding)
         self.value = value
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """The input padded with `value`."""
         return F.pad(input, self.padding, "constant", self.value)
 
@@ -153,7 +152,7 @@ class ReplicationPad3d(_ReplicationPadNd):
 class _CircularPadNd(_PadNd):
     mode = "circular"
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """The input padded with its own opposite end (periodic padding)."""
         # The layer checks the rank itself, with its own message, before F.pad.
         lo = self.spatial + 1

@@ -1,7 +1,6 @@
 """PixelShuffle and PixelUnshuffle."""
 
-from __future__ import annotations
-
+from ..._tensor import Tensor
 from .. import functional as F
 from ._arg_errors import tensor_arguments
 from .module import Module
@@ -14,7 +13,7 @@ class PixelShuffle(Module):
         super().__init__()
         self.upscale_factor = upscale_factor
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """pixel_shuffle(input)."""
         return F.pixel_shuffle(input, self.upscale_factor)
 
@@ -29,7 +28,7 @@ class PixelUnshuffle(Module):
         super().__init__()
         self.downscale_factor = downscale_factor
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """pixel_unshuffle(input)."""
         return F.pixel_unshuffle(input, self.downscale_factor)
 

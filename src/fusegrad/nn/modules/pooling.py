@@ -1,8 +1,7 @@
 """Pooling layers: max, average, adaptive (average and max), power-average (LPPool),
 fractional max and max unpooling, over 1, 2 and 3 dims."""
 
-from __future__ import annotations
-
+from ..._tensor import Tensor
 from .. import functional as F
 from ._arg_errors import missing_attribute, tensor_arguments
 from .module import Module
@@ -30,7 +29,7 @@ class _MaxPoolNd(Module):
 class MaxPool2d(_MaxPoolNd):
     """2-D max pooling."""
 
-    def forward(self, input):
+    def forward(self, input: Tensor):
         """Maxima over the windows."""
         return F.max_pool2d(input, self.kernel_size, self.stride, self.padding, self.dilation,
                             ceil_mode=self.ceil_mode, return_indices=self.return_indices)
@@ -39,7 +38,7 @@ class MaxPool2d(_MaxPoolNd):
 class MaxPool1d(_MaxPoolNd):
     """1-D max pooling."""
 
-    def forward(self, input):
+    def forward(self, input: Tensor):
         """Maxima over the windows."""
         return F.max_pool1d(input, self.kernel_size, self.stride, self.padding, self.dilation,
                             ceil_mode=self.ceil_mode, return_indices=self.return_indices)
@@ -48,7 +47,7 @@ class MaxPool1d(_MaxPoolNd):
 class MaxPool3d(_MaxPoolNd):
     """3-D max pooling."""
 
-    def forward(self, input):
+    def forward(self, input: Tensor):
         """Maxima over the windows."""
         return F.max_pool3d(input, self.kernel_size, self.stride, self.padding, self.dilation,
                             ceil_mode=self.ceil_mode, return_indices=self.return_indices)
@@ -75,7 +74,7 @@ class _AvgPoolNd(Module):
 class AvgPool2d(_AvgPoolNd):
     """2-D average pooling."""
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """Means over the windows."""
         return F.avg_pool2d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
                             self.count_include_pad, self.divisor_override)
@@ -84,7 +83,7 @@ class AvgPool2d(_AvgPoolNd):
 class AvgPool3d(_AvgPoolNd):
     """3-D average pooling."""
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """Means over the windows."""
         return F.avg_pool3d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
                             self.count_include_pad, self.divisor_override)
@@ -102,7 +101,7 @@ class AvgPool1d(_AvgPoolNd):
         self.ceil_mode = ceil_mode
         self.count_include_pad = count_include_pad
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """Means over the windows."""
         return F.avg_pool1d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
                             self.count_include_pad)
@@ -127,7 +126,7 @@ class _AdaptiveAvgPoolNd(Module):
 class AdaptiveAvgPool2d(_AdaptiveAvgPoolNd):
     """Average pooling to a fixed output size."""
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """Means over adaptive windows."""
         return F.adaptive_avg_pool2d(input, self.output_size)
 
@@ -135,7 +134,7 @@ class AdaptiveAvgPool2d(_AdaptiveAvgPoolNd):
 class AdaptiveAvgPool1d(_AdaptiveAvgPoolNd):
     """1-D average pooling to a fixed output size."""
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """Means over adaptive windows."""
         return F.adaptive_avg_pool1d(input, self.output_size)
 
@@ -143,7 +142,7 @@ class AdaptiveAvgPool1d(_AdaptiveAvgPoolNd):
 class AdaptiveAvgPool3d(_AdaptiveAvgPoolNd):
     """3-D average pooling to a fixed output size."""
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """Means over adaptive windows."""
         return F.adaptive_avg_pool3d(input, self.output_size)
 
@@ -163,7 +162,7 @@ class _AdaptiveMaxPoolNd(Module):
 class AdaptiveMaxPool1d(_AdaptiveMaxPoolNd):
     """Max over adaptive windows of (N, C, L) input."""
 
-    def forward(self, input):
+    def forward(self, input: Tensor):
         """adaptive_max_pool1d(input)."""
         return F.adaptive_max_pool1d(input, self.output_size, self.return_indices)
 
@@ -171,7 +170,7 @@ class AdaptiveMaxPool1d(_AdaptiveMaxPoolNd):
 class AdaptiveMaxPool2d(_AdaptiveMaxPoolNd):
     """Max over adaptive windows of (N, C, H, W) input."""
 
-    def forward(self, input):
+    def forward(self, input: Tensor):
         """adaptive_max_pool2d(input)."""
         return F.adaptive_max_pool2d(input, self.output_size, self.return_indices)
 
@@ -179,7 +178,7 @@ class AdaptiveMaxPool2d(_AdaptiveMaxPoolNd):
 class AdaptiveMaxPool3d(_AdaptiveMaxPoolNd):
     """Max over adaptive windows of (N, C, D, H, W) input."""
 
-    def forward(self, input):
+    def forward(self, input: Tensor):
         """adaptive_max_pool3d(input)."""
         return F.adaptive_max_pool3d(input, self.output_size, self.return_indices)
 
@@ -203,7 +202,7 @@ class _LPPoolNd(Module):
 class LPPool1d(_LPPoolNd):
     """Power-average pooling over (N, C, L) input."""
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """lp_pool1d(input)."""
         return F.lp_pool1d(input, float(self.norm_type), self.kernel_size, self.stride,
                            self.ceil_mode)
@@ -212,7 +211,7 @@ class LPPool1d(_LPPoolNd):
 class LPPool2d(_LPPoolNd):
     """Power-average pooling over (N, C, H, W) input."""
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """lp_pool2d(input)."""
         return F.lp_pool2d(input, float(self.norm_type), self.kernel_size, self.stride,
                            self.ceil_mode)
@@ -221,7 +220,7 @@ class LPPool2d(_LPPoolNd):
 class LPPool3d(_LPPoolNd):
     """Power-average pooling over (N, C, D, H, W) input."""
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """lp_pool3d(input)."""
         return F.lp_pool3d(input, float(self.norm_type), self.kernel_size, self.stride,
                            self.ceil_mode)
@@ -249,7 +248,8 @@ class _MaxUnpoolNd(Module):
 class MaxUnpool1d(_MaxUnpoolNd):
     """The partial inverse of MaxPool1d: values back at their indices, zeros elsewhere."""
 
-    def forward(self, input, indices, output_size=None):
+    def forward(self, input: Tensor, indices: Tensor,
+                output_size: list[int] | None = None) -> Tensor:
         """max_unpool1d(input, indices)."""
         return F.max_unpool1d(input, indices, self.kernel_size, self.stride, self.padding,
                               output_size)
@@ -260,7 +260,8 @@ class MaxUnpool2d(_MaxUnpoolNd):
 
     _n = 2
 
-    def forward(self, input, indices, output_size=None):
+    def forward(self, input: Tensor, indices: Tensor,
+                output_size: list[int] | None = None) -> Tensor:
         """max_unpool2d(input, indices)."""
         return F.max_unpool2d(input, indices, self.kernel_size, self.stride, self.padding,
                               output_size)
@@ -271,7 +272,8 @@ class MaxUnpool3d(_MaxUnpoolNd):
 
     _n = 3
 
-    def forward(self, input, indices, output_size=None):
+    def forward(self, input: Tensor, indices: Tensor,
+                output_size: list[int] | None = None) -> Tensor:
         """max_unpool3d(input, indices)."""
         return F.max_unpool3d(input, indices, self.kernel_size, self.stride, self.padding,
                               output_size)
@@ -306,7 +308,7 @@ class FractionalMaxPool2d(_FractionalMaxPoolNd):
     """Max pooling over windows at pseudo-random offsets, to `output_size` or
     `output_ratio` of the input's size."""
 
-    def forward(self, input):
+    def forward(self, input: Tensor):
         """fractional_max_pool2d(input)."""
         return F.fractional_max_pool2d(input, self.kernel_size, self.output_size,
                                        self.output_ratio, self.return_indices,
@@ -318,7 +320,7 @@ class FractionalMaxPool3d(_FractionalMaxPoolNd):
 
     _n = 3
 
-    def forward(self, input):
+    def forward(self, input: Tensor):
         """fractional_max_pool3d(input)."""
         return F.fractional_max_pool3d(input, self.kernel_size, self.output_size,
                                        self.output_ratio, self.return_indices,

@@ -18,8 +18,6 @@ compiled code free of an unrolled loop. While autograd records, they run step by
 graph has PyTorch's nodes (`EAGER_GRAD_LAYER_OPS` makes them take the layer ops there too).
 """
 
-from __future__ import annotations
-
 import math
 import numbers
 import sys
@@ -827,7 +825,7 @@ class RNNCell(RNNCellBase):
         super().__init__(input_size, hidden_size, bias, 1, device, dtype)
         self.nonlinearity = nonlinearity
 
-    def forward(self, input, hx=None):
+    def forward(self, input: Tensor, hx: Tensor | None = None) -> Tensor:
         """The next hidden state (hx defaults to zeros)."""
         x, (h,), unbatched = self._one_state(input, hx)
         if self.nonlinearity not in ("tanh", "relu"):
@@ -845,7 +843,8 @@ class LSTMCell(RNNCellBase):
                  dtype=None) -> None:
         super().__init__(input_size, hidden_size, bias, 4, device, dtype)
 
-    def forward(self, input, hx=None):
+    def forward(self, input: Tensor,
+                hx: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, Tensor]:
         """(h', c') (hx defaults to zeros)."""
         self._check_input_rank(input)
         if hx is not None:
@@ -878,7 +877,7 @@ class GRUCell(RNNCellBase):
                  dtype=None) -> None:
         super().__init__(input_size, hidden_size, bias, 3, device, dtype)
 
-    def forward(self, input, hx=None):
+    def forward(self, input: Tensor, hx: Tensor | None = None) -> Tensor:
         """The next hidden state (hx defaults to zeros)."""
         x, (h,), unbatched = self._one_state(input, hx)
         (h,) = _gru_cell(x, (h,), self._params(), False)

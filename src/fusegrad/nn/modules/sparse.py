@@ -1,7 +1,5 @@
 """Embedding and EmbeddingBag: rows of a weight table looked up by index."""
 
-from __future__ import annotations
-
 from ... import _creation
 from ..._tensor import Tensor
 from ...autograd.grad_mode import no_grad
@@ -134,7 +132,7 @@ class Embedding(Module):
             with no_grad():
                 self.weight[self.padding_idx].fill_(0)
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """The rows at `input`."""
         return F.embedding(input, self.weight, self.padding_idx, self.max_norm,
                            self.norm_type, self.scale_grad_by_freq, self.sparse)

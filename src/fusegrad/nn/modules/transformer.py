@@ -4,8 +4,6 @@ Each layer is attention plus a feed-forward block, with residual sums and LayerN
 module names, state_dict keys and initialisation are PyTorch's, so its state_dicts load.
 """
 
-from __future__ import annotations
-
 import copy
 import warnings
 
@@ -124,7 +122,8 @@ class TransformerEncoderLayer(Module):
                 activation is F.gelu or isinstance(activation, GELU)) else 0
         self.activation = activation
 
-    def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal: bool = False):
+    def forward(self, src: Tensor, src_mask: Tensor | None = None,
+                src_key_padding_mask: Tensor | None = None, is_causal: bool = False) -> Tensor:
         """One encoder layer over `src` ((S, N, E), (N, S, E) with batch_first, or (S, E))."""
         _check_masks(src_key_padding_mask, "src_key_padding_mask", src_mask, "src_mask")
         src_key_padding_mask = F._float_mask(src_key_padding_mask, src.dtype)
@@ -271,7 +270,9 @@ class TransformerEncoder(Module):
         warn_once_at_caller(_NESTED_PROTOTYPE)
         return Tensor._make(pad[:, :, None])
 
-    def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
+    def forward(self, src: Tensor, mask: Tensor | None = None,
+                src_key_padding_mask: Tensor | None = None,
+                is_causal: bool | None = None) -> Tensor:
         """Run every layer (same masks for each), then `norm` if given."""
         _check_masks(src_key_padding_mask, "src_key_padding_mask", mask, "mask")
         src_key_padding_mask = F._float_mask(src_key_padding_mask, src.dtype)
@@ -327,9 +328,10 @@ class TransformerDecoderLayer(Module):
         self.dropout3 = Dropout(dropout)
         self.activation = _activation(activation) if isinstance(activation, str) else activation
 
-    def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
-                memory_key_padding_mask=None, tgt_is_causal: bool = False,
-                memory_is_causal: bool = False):
+    def forward(self, tgt: Tensor, memory: Tensor, tgt_mask: Tensor | None = None,
+                memory_mask: Tensor | None = None, tgt_key_padding_mask: Tensor | None = None,
+                memory_key_padding_mask: Tensor | None = None, tgt_is_causal: bool = False,
+                memory_is_causal: bool = False) -> Tensor:
         """One decoder layer over `tgt`, attending to the encoder output `memory`."""
         x = tgt
         if self.norm_first:
@@ -369,9 +371,10 @@ class TransformerDecoder(Module):
         self.num_layers = num_layers
         self.norm = norm
 
-    def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
-                memory_key_padding_mask=None, tgt_is_causal=None,
-                memory_is_causal: bool = False):
+    def forward(self, tgt: Tensor, memory: Tensor, tgt_mask: Tensor | None = None,
+                memory_mask: Tensor | None = None, tgt_key_padding_mask: Tensor | None = None,
+                memory_key_padding_mask: Tensor | None = None, tgt_is_causal: bool | None = None,
+                memory_is_causal: bool = False) -> Tensor:
         """Run every layer (same masks for each), then `norm` if given.
 
         With tgt_is_causal=None, a tgt_mask equal to the square subsequent mask counts as
@@ -429,10 +432,12 @@ class Transformer(Module):
             if p.dim() > 1:
                 init.xavier_uniform_(p)
 
-    def forward(self, src, tgt, src_mask=None, tgt_mask=None, memory_mask=None,
-                src_key_padding_mask=None, tgt_key_padding_mask=None,
-                memory_key_padding_mask=None, src_is_causal=None, tgt_is_causal=None,
-                memory_is_causal: bool = False):
+    def forward(self, src: Tensor, tgt: Tensor, src_mask: Tensor | None = None,
+                tgt_mask: Tensor | None = None, memory_mask: Tensor | None = None,
+                src_key_padding_mask: Tensor | None = None,
+                tgt_key_padding_mask: Tensor | None = None,
+                memory_key_padding_mask: Tensor | None = None, src_is_causal: bool | None = None,
+                tgt_is_causal: bool | None = None, memory_is_causal: bool = False) -> Tensor:
         """Encode `src`, then decode `tgt` against the encoder's output."""
         batched = src.dim() == 3
         batch_dim = 0 if self.batch_first else 1

@@ -1,7 +1,6 @@
 """Upsample, UpsamplingNearest2d and UpsamplingBilinear2d."""
 
-from __future__ import annotations
-
+from ..._tensor import Tensor
 from .. import functional as F
 from .module import Module
 
@@ -21,7 +20,7 @@ class Upsample(Module):
         self.align_corners = align_corners
         self.recompute_scale_factor = recompute_scale_factor
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         """interpolate(input, ...)."""
         return F.interpolate(input, self.size, self.scale_factor, self.mode, self.align_corners,
                              recompute_scale_factor=self.recompute_scale_factor)

@@ -1,6 +1,6 @@
 """`DataParallel` on a machine without GPUs: the module runs as it is, as in PyTorch."""
 
-from __future__ import annotations
+from typing import Any
 
 from ..modules.module import Module
 
@@ -16,6 +16,6 @@ class DataParallel(Module):
         self.module = module
         self.device_ids = []
 
-    def forward(self, *inputs, **kwargs):
+    def forward(self, *inputs: Any, **kwargs: Any) -> Any:
         """Call the wrapped module."""
         return self.module(*inputs, **kwargs)
