@@ -218,7 +218,7 @@ def _retained(x):
 
 _FALLBACKS = {
     "boolean mask": (lambda x: x[x > 0].sum() * 2, "DataDependentOutputError"),
-    "item": (lambda x: x * x.sum().item(), "DataDependentOutputError"),
+    "item": (lambda x: x * x.sum().item(), "DataDependentOutputException"),
     "nonzero": (lambda x: x.nonzero().float().sum() + x.sum(), "DataDependentOutputError"),
     "hook on an intermediate": (_hooked, "hook"),
     "retain_grad on an intermediate": (_retained, "retain_grad"),

@@ -5,6 +5,9 @@ tensors (so a backward graph can be traced without computing anything). Under
 `FakeTensorMode` every op and factory makes fakes, and real tensors met by an op are treated
 as fakes of the same geometry. Anything whose result depends on the data (`item`, `bool`,
 `tolist`, `numpy`) raises `DataDependentOutputError`; capture turns that into a graph break.
+Reading a value raises its subclass `DataDependentOutputException`; its subclass
+`DynamicOutputShapeException` is what `torch._subclasses`' FakeTensorMode raises for an op
+whose output shape depends on the data: PyTorch's two exceptions, each naming the aten op.
 """
 
 from __future__ import annotations
@@ -17,6 +20,24 @@ from ._torch_function import _disabled_torch_function_impl
 
 class DataDependentOutputError(RuntimeError):
     """An operation needs tensor values that a fake tensor does not have."""
+
+
+class _OpException(DataDependentOutputError):
+    """PyTorch's fake-tensor exception naming an op (`func`: its `aten` handle, or its name
+    where fusegrad has no such op); the message is the op's name."""
+
+    def __init__(self, func) -> None:
+        super().__init__(str(func))
+        self.func = func
+
+
+class DataDependentOutputException(_OpException):
+    """An op's output value depends on the data (`aten._local_scalar_dense.default`: `item`,
+    `bool`, `tolist`)."""
+
+
+class DynamicOutputShapeException(_OpException):
+    """An op's output shape depends on the data (`nonzero`, `masked_select`, `unique`)."""
 
 
 class FakeTensor(Tensor):
@@ -73,6 +94,8 @@ class FakeTensor(Tensor):
         return t
 
     def _data_dependent(self, what: str):
+        if what in ("item", "tolist", "bool"):  # (PyTorch's `_local_scalar_dense` reads)
+            raise DataDependentOutputException("aten._local_scalar_dense.default")
         raise DataDependentOutputError(
             f"{what}() needs the values of a FakeTensor, which has none (data-dependent "
             "output)")

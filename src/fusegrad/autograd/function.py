@@ -189,6 +189,10 @@ class Function(metaclass=_FunctionMeta):
     and are called through `apply`.
     """
 
+    # (a fusegrad Function that PyTorch also defines as one sets this: transforms then
+    # apply a user Function's rules to it rather than running it as it is)
+    _user_rules = False
+
     def __init__(self, *args, **kwargs):
         import warnings
 
@@ -275,9 +279,10 @@ def _under_transforms(cls, args):
     needs `setup_context` under any transform, and under vmap a `vmap` staticmethod or
     `generate_vmap_rule=True`)."""
     stack = _thread_local.transforms  # noted by the transforms (`func._common.running`)
-    if not stack or cls.__module__.startswith(_PACKAGE):
-        # fusegrad's own Functions (hooks, checkpoint, compiled graphs) stand for machinery
-        # PyTorch runs under transforms by other means: they run as they are.
+    if not stack or cls.__module__.startswith(_PACKAGE) and not cls._user_rules:
+        # fusegrad's own Functions (hooks, compiled graphs) stand for machinery PyTorch runs
+        # under transforms by other means: they run as they are, save those that are
+        # Functions in PyTorch too (`_user_rules`: the reentrant checkpoint).
         return NotImplemented
     if cls.setup_context is Function.setup_context:
         raise RuntimeError(

@@ -297,16 +297,38 @@ class CompiledFunction:
         self._forced.clear()
 
 
-_CALLEES: dict = {}
+# The compiled wrappers of functions run for real after a graph break, kept in each
+# function's own `__dict__` (function -> table -> wrapper -> function is a cycle the
+# collector frees): a table keyed by the function would keep it, its closure and its
+# globals' captures alive for good, since the wrapper refers to the function.
+_CALLEES_ATTR = "__fusegrad_callees__"
+# The functions holding a table (for `reset`), and the tables of callables without a
+# `__dict__` (kept for good; only Python functions are wrapped in practice).
+_CALLEES: weakref.WeakSet = weakref.WeakSet()
+_CALLEES_FALLBACK: dict = {}
+
+
+def _callee_table(fn) -> dict:
+    """`fn`'s table of compiled wrappers, keyed by (backend, dynamic); created if missing."""
+    fdict = getattr(fn, "__dict__", None)
+    if isinstance(fdict, dict):
+        table = fdict.get(_CALLEES_ATTR)
+        # (`functools.wraps` copies `__dict__`: a wrapper's copy is another function's table)
+        if table is None or table.get(None) is not fn.__code__:
+            table = fdict[_CALLEES_ATTR] = {None: fn.__code__}
+            _CALLEES.add(fn)
+        return table
+    return _CALLEES_FALLBACK.setdefault(fn, {})
 
 
 def compile_callee(fn, backend, dynamic=None):
     """`fn` wrapped for capture (used when a call is run for real after a graph break),
     with the caller's `dynamic` setting."""
-    key = (fn, backend, dynamic)
-    wrapped = _CALLEES.get(key)
-    if wrapped is None:
-        wrapped = _CALLEES[key] = CompiledFunction(fn, backend, dynamic=dynamic)
+    table = _callee_table(fn)
+    key = (backend, dynamic)
+    wrapped = table.get(key)
+    if wrapped is None or wrapped._orig is not fn:
+        wrapped = table[key] = CompiledFunction(fn, backend, dynamic=dynamic)
         wrapped._callee = True
     return wrapped
 
@@ -466,7 +488,10 @@ def reset() -> None:
         runner.segments.clear()
         runner.history.clear()
         runner.warned = False
+    for fn in list(_CALLEES):
+        fn.__dict__.pop(_CALLEES_ATTR, None)
     _CALLEES.clear()
+    _CALLEES_FALLBACK.clear()
 
 
 def last_graphs(fn) -> list:

@@ -19,7 +19,7 @@ import weakref
 from .._tensor import Tensor
 from .._thread_state import local as _thread_local
 from ..autograd.grad_mode import inference_mode, is_grad_enabled
-from ..autograd.graph import AccumulateGrad
+from ..autograd.graph import AccumulateGrad, disable_saved_tensors_hooks
 from ..utils import _pytree
 
 
@@ -115,6 +115,19 @@ def running(entry):
         yield entry
     finally:
         _thread_local.transforms = before
+
+
+_NO_SAVED_HOOKS = ("torch.func.{grad, vjp, jacrev, hessian} don't yet support saved tensor "
+                   "hooks. Please open an issue with your use case.")
+
+
+@contextlib.contextmanager
+def running_reverse(level):
+    """`running(level)` for a reverse-mode transform (grad, vjp, jacrev, hessian): as
+    PyTorch's, these refuse saved-tensor hooks (`checkpoint(use_reentrant=False)` among
+    them) inside their function, and refuse to start while such hooks are active."""
+    with disable_saved_tensors_hooks(_NO_SAVED_HOOKS), running(level):
+        yield level
 
 
 def inside_transform() -> bool:

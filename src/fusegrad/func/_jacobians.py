@@ -19,7 +19,7 @@ from .._functions import stack
 from .._tensor import Tensor
 from ..autograd.functional import _jac_blocks, column_blocks
 from ..utils import _pytree
-from ._common import Level, check_tensors, recording, replace_selected, running, selected
+from ._common import Level, check_tensors, recording, replace_selected, running_reverse, selected
 from ._transforms import _Linear, _outputs, _split_aux, check_floating_outputs
 from ._vmap import check_randomness, random_guard
 
@@ -33,7 +33,7 @@ def _jacobian(func, argnums, has_aux: bool, args: tuple, kwargs: dict):
     lifted = [level.lift(x) for x in leaves]
     with recording():
         call_args = replace_selected(args, argnums, _pytree.tree_unflatten(lifted, spec))
-        with running(level):
+        with running_reverse(level):
             out = func(*call_args, **kwargs)
         out, aux = _split_aux(out, has_aux, "vjp(f, *primals)")
         outs, out_spec = _outputs(out, "vjp(f, *primals)", "f(*primals)")

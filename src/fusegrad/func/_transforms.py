@@ -24,6 +24,7 @@ from ._common import (
     recording,
     replace_selected,
     running,
+    running_reverse,
     selected,
 )
 
@@ -66,7 +67,7 @@ def grad_and_value(func, argnums=0, has_aux: bool = False):
         lifted = [level.lift(x) for x in leaves]
         with recording():
             call_args = replace_selected(args, argnums, _pytree.tree_unflatten(lifted, spec))
-            with running(level):
+            with running_reverse(level):
                 out = func(*call_args, **kwargs)
             output, aux = _split_aux(out, has_aux, "grad_and_value(f)(*args)")
             if not isinstance(output, Tensor):
@@ -128,7 +129,7 @@ def vjp(func, *primals, has_aux: bool = False):
     leaves, spec = _pytree.tree_flatten(primals)
     check_tensors(leaves)
     lifted = [level.lift(x) for x in leaves]
-    with recording(), running(level):
+    with recording(), running_reverse(level):
         out = func(*_pytree.tree_unflatten(lifted, spec))
     with recording():
         out, aux = _split_aux(out, has_aux, "vjp(f, *primals)")

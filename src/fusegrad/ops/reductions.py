@@ -154,6 +154,8 @@ def sum_to_shape(g, shape):
         lead = 0
     if numpy_backward(g):  # backward's common case (a bias's gradient): on the arrays
         return wrap_grad(sum_to_array(g._data, shape))
+    if not shape:  # (PyTorch's sum_to: a full sum, recorded as SumBackward0)
+        return g.sum()
     dims = list(range(lead))
     dims += [lead + i for i, s in enumerate(shape) if s == 1 and g.shape[lead + i] != 1]
     if dims:

@@ -206,6 +206,8 @@ def _detach_like(x):
 class CheckpointFunction(Function):
     """The reentrant checkpoint: forward without history, backward recomputes and backprops."""
 
+    _user_rules = True  # (under function transforms: refused for want of `setup_context`)
+
     @staticmethod
     def forward(ctx, run_function, preserve_rng_state, *args):
         Tensor = _tensor_cls()

@@ -7,7 +7,69 @@ import inspect
 
 from ..._fake import FakeTensor
 from ..._tensor import Tensor
+from ...ops.registry import OpDef
 from .tracing import Tracer
+
+# Parameters whose Python default in some kernel is no default in PyTorch's schema (the
+# `half_to_float` of `_softmax`, the `train` of `native_dropout`, the `dims` of `mean.dim`
+# given None): an argument there, and any before it, is always written out.
+_NO_SCHEMA_DEFAULT = frozenset(("half_to_float", "self_is_result", "train", "ord",
+                                "full_matrices", "reduction"))
+
+
+def _defaults(op: OpDef) -> list:
+    """The positional parameters of `op`'s kernel as (name, default or `_EMPTY`) pairs,
+    defaults kept only where the meta function has the same one (both run on a call that
+    leaves the argument out)."""
+    try:
+        kernel = inspect.signature(op.kernel).parameters
+        meta = inspect.signature(op.meta).parameters
+    except (TypeError, ValueError):
+        return []
+    out = []
+    for name, p in kernel.items():
+        if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            break
+        m = meta.get(name)
+        same = m is not None and p.default is not p.empty and _same(m.default, p.default)
+        out.append((name, p.default if same else _EMPTY))
+    return out
+
+
+_EMPTY = inspect.Parameter.empty
+
+
+def _same(a, b) -> bool:
+    """Whether values `a` and `b` are one argument (a bool is no int; a tuple is a list)."""
+    if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return type(a) is type(b) and a == b
+
+
+def _int_list(a):
+    """A tuple of ints (a size, dims) as the list PyTorch's ops record it as."""
+    if a.__class__ is tuple and all(x.__class__ is int for x in a):
+        return list(a)
+    return a
+
+
+def torch_style_args(graph) -> None:
+    """Write the op calls of a traced graph as PyTorch's dispatcher hands them over: int
+    tuples as lists, and trailing arguments equal to their defaults left out (its printed
+    `aten.sum.dim_IntList(x, [1], True)`)."""
+    for node in graph.nodes:
+        op = getattr(node.target, "op", None) if node.op == "call_function" else None
+        if not isinstance(op, OpDef):
+            continue
+        args = [_int_list(a) for a in node.args]
+        params = _defaults(op)
+        while args and len(args) <= len(params):
+            name, default = params[len(args) - 1]
+            if name in _NO_SCHEMA_DEFAULT or default is _EMPTY or \
+                    (name == "dims" and args[-1] is None) or not _same(args[-1], default):
+                break
+            args.pop()
+        node.args = tuple(args)
 
 
 def placeholder_names(fn, n: int) -> list[str]:
@@ -82,6 +144,7 @@ def make_fx(f, decomposition_table: dict | None = None, tracing_mode: str = "rea
         with tracer:
             out = f(*inputs)
         tracer.output(out)
+        torch_style_args(tracer.graph)
         return graph_module(tracer, class_name)
 
     return wrapped
