@@ -124,3 +124,25 @@ def test_callee_wrappers_die_with_their_function():
     del big, helper, f, compiled
     gc.collect()
     assert alive() is None
+
+
+@pytest.mark.parametrize("form", ["counts", "input-and-counts", "method"])
+def test_repeat_interleave_with_fake_counts_is_a_dynamic_output_shape(form):
+    """Counts without values cannot size the result: PyTorch's fake mode raises
+    DynamicOutputShapeException naming `aten.repeat_interleave.Tensor`, in each form."""
+
+    def call(lib, x, counts):
+        if form == "counts":
+            return lib.repeat_interleave(counts)
+        if form == "input-and-counts":
+            return lib.repeat_interleave(x, counts)
+        return x.repeat_interleave(counts)
+
+    got = []
+    for lib, mode in ((torch, torch_fake.FakeTensorMode), (fusegrad, fg_fake.FakeTensorMode)):
+        with mode():
+            x = lib.randn(4)
+            with pytest.raises(Exception) as caught:
+                call(lib, x, (x > 0).long())
+        got.append((type(caught.value).__name__, str(caught.value)))
+    assert got[0] == got[1] == ("DynamicOutputShapeException", "aten.repeat_interleave.Tensor")

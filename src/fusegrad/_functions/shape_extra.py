@@ -294,6 +294,11 @@ def _repeat_counts(repeats: Tensor) -> np.ndarray:
     no form for (int32 and int64 only) and a negative count."""
     if repeats.dtype is not _dtype.int64 and repeats.dtype is not _dtype.int32:
         raise not_implemented_for("repeat_interleave_cpu", repeats.dtype)
+    if repeats._data is None and not repeats.is_meta:
+        # A fake tensor's counts have no values: the result's size depends on them.
+        from .._fake import DynamicOutputShapeException
+
+        raise DynamicOutputShapeException("aten.repeat_interleave.Tensor")
     counts = repeats._data.astype(np.int64)
     if counts.size and counts.min() < 0:
         raise RuntimeError("repeats can not be negative")
