@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 from oracle import expression_cases, outcome
@@ -137,3 +138,20 @@ def test_reverse_transform_refused_while_hooks_active():
                                                       (L.ones(2),)), _plain))
     assert got[0] == got[2] and got[0][0] == "error"
     assert got[1][0] == got[3][0] == "ok"
+
+
+def test_nan_reductions_gradients_at_nan_inputs_follow_torchs_product():
+    """nansum's gradient is the incoming gradient times the not-NaN mask, as PyTorch's
+    formula: an infinite incoming gradient gives NaN at NaN inputs, so nanmean over an
+    all-NaN slice has NaN gradients there (a selection gave 0)."""
+    data = [[0.1, float("nan"), 0.3], [0.2, float("nan"), float("nan")]]
+    got = []
+    for lib in (torch, fg):
+        x = lib.tensor(data, requires_grad=True)
+        lib.nanmean(x, 0).sum().backward()
+        y = lib.tensor(data, requires_grad=True)
+        y.nansum().backward(lib.tensor(float("inf")))
+        got.append((x.grad.tolist(), y.grad.tolist()))
+    np.testing.assert_array_equal(np.array(got[1][0]), np.array(got[0][0]))
+    np.testing.assert_array_equal(np.array(got[1][1]), np.array(got[0][1]))
+    assert np.isnan(got[1][0][0][1]) and got[1][0][1][2] == 0.0

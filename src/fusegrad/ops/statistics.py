@@ -71,7 +71,9 @@ def _nansum_samples(rng, dt):
 nansum = register(
     "nansum", kernel=_nansum_kernel, meta=_sum_meta, node="NansumBackward0",
     derivative=lambda g, a, dims, keepdim: (
-        expand_reduced(g, tuple(a.shape), dims, keepdim).masked_fill(a.isnan(), 0.0),
+        # (multiplied by the mask, as PyTorch's formula: an infinite or NaN gradient gives
+        # NaN at NaN inputs, as in an all-NaN slice of nanmean)
+        expand_reduced(g, tuple(a.shape), dims, keepdim) * a.isnan().logical_not(),
         None, None, None),
     save=lambda out, a, dims=None, keepdim=False, dtype=None: (a, dims, keepdim),
     saved_names=("self", "dim", "keepdim"), samples=_nansum_samples)
