@@ -86,7 +86,7 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None,
             if (own := _sgemm.product(a, b, bias, out)) is not None:
                 return own
         elif b.ndim == 3 == a.ndim and a.shape[0] == 1 == b.shape[0] and \
-                (out is None or out.shape[0] == 1) and \
+                (out is None or out.ndim == 3 and out.shape[0] == 1) and \
                 (own := _sgemm.product(a[0], b[0], bias, None if out is None else out[0])) \
                 is not None:
             # A stack of one product (a convolution of one group, as `conv` calls it).
