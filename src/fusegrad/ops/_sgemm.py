@@ -34,10 +34,13 @@ stay in the caches as the tiles read them, and a cache-blocked kernel takes the 
 (`fg_sgemm_blocked_f32`, BLOCKED): blocks of 128 steps by 1008 columns of the right operand
 packed in 48-column panels, an 8 x 48 register tile over them (96-108 of the core's 113
 GMAC/s on operands in cache, where the 12 x 32 tile reached 84-86), the left operand read
-where its rows lie. Each element is still one sum in order from zero, then the bias, so it
-gives the tiles' bits. On one Sapphire Rapids core (2026-12-07, other work stopped) it took
-0.72-0.90x OpenBLAS's time through `_gemm` on products of 2^25 to 2^33 multiply-adds at one
-thread (0.73-1.00x at two); the MLP-1024's five products 12.5 ms against OpenBLAS's 14.4 and
+where its rows lie. Each block of steps is summed from zero and added to the element's
+total (the tiles' bits where k <= 128): a sum over thousands of steps in one register, as
+the tiles make it, was 2.4 times less accurate than OpenBLAS's; in blocks it is 0.6 times
+(relative RMS error against float64 at k = 2304). On one Sapphire Rapids core (2026-12-07,
+other work stopped) it took 0.72-0.90x OpenBLAS's time through `_gemm` on products of 2^25
+to 2^33 multiply-adds at one thread (0.73-1.00x at two); the MLP-1024's five products 12.5
+ms against OpenBLAS's 14.4 and
 MKL's (PyTorch's) 13.5.
 """
 
@@ -66,9 +69,11 @@ _TRANSPOSE = "ppp" + "i" * 5
 _NT_SIGNATURE = "ppppp" + "i" * 8
 _COLS_SIGNATURE = "pppp" + "i" * 8
 _BLOCKED_SIGNATURE = "pppp" + "i" * 11
-# The cache-blocked kernel's units (`BMR` rows and `BNR` columns in sgemm.c).
+# The cache-blocked kernel's units (`BMR` rows and `BNR` columns in sgemm.c) and the steps
+# of a block, summed from zero before they join an element's total (`BKC`).
 BLOCKED_ROWS = 8
 BLOCKED_PANEL = 48
+BLOCKED_STEPS = 128
 # Products with at least this many rows of C (of W, for `x @ W.T`) are cut between threads
 # by rows of C (of W): two or more register tiles (`MR` = 12 rows) per thread at two threads.
 MIN_CUT_ROWS = 48
