@@ -40,8 +40,7 @@ the tiles make it, was 2.4 times less accurate than OpenBLAS's; in blocks it is 
 (relative RMS error against float64 at k = 2304). On one Sapphire Rapids core (2026-12-07,
 other work stopped) it took 0.72-0.90x OpenBLAS's time through `_gemm` on products of 2^25
 to 2^33 multiply-adds at one thread (0.73-1.00x at two); the MLP-1024's five products 12.5
-ms against OpenBLAS's 14.4 and
-MKL's (PyTorch's) 13.5.
+ms against OpenBLAS's 14.4 and MKL's (PyTorch's) 13.5.
 """
 
 from __future__ import annotations
