@@ -265,7 +265,8 @@ def test_fusegrad_logs_environment_variable_selects_aot_graphs():
 
 def test_named_constants_print_as_fusegrad_attributes():
     gm = make_fx(lambda x: x.t().contiguous() + 1)(fusegrad.randn(2, 3))
-    assert "fusegrad.ops.aten.clone.default(t, fusegrad.contiguous_format)" in gm.code
+    assert ("fusegrad.ops.aten.clone.default(t, memory_format = fusegrad.contiguous_format)"
+            in gm.code)
     ref = torch_make_fx(lambda x: x.t().contiguous() + 1)(torch.randn(2, 3))
     assert _compute_ops(gm) == _compute_ops(ref)
 

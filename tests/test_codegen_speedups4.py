@@ -150,9 +150,10 @@ def test_absorbing_producers_leaves_their_buffers_alone(monkeypatch):
     """The walk that finds what a kernel reads with its producers inline takes them as an
     argument: no producer's buffer is set aside while it walks (it used to be set to None
     and restored), and the kernel still computes GELU's saved values in its loop."""
-    from fusegrad.compiler.codegen import lower
+    from fusegrad.compiler.codegen import lower, lower_pointwise, lower_reduce, lower_views
 
-    monkeypatch.setattr(lower, "Pointwise", _WatchedPointwise)
+    for module in (lower, lower_pointwise, lower_views, lower_reduce):
+        monkeypatch.setattr(module, "Pointwise", _WatchedPointwise)
     monkeypatch.setattr(_WatchedPointwise, "made", [])
     r = Recorder()
     mm, bias = r.input(), r.input()

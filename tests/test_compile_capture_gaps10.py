@@ -19,28 +19,16 @@ eagerly and compiled under fusegrad (values and printed text must agree); fusegr
 of graphs and breaks must be torch's, recorded in _TORCH_COUNTS and checked against torch
 where it is installed (the other Pythons run the fusegrad side alone)."""
 
-import os
+import warnings
 
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-
-import warnings  # noqa: E402
-
-import pytest  # noqa: E402
-from program_support import (  # noqa: E402
-    check_counts_as_torch,
-    check_values_as_eager,
+import pytest
+from capture_support import counted_as_torch, fg, values_as_eager
+from program_support import (
     compare,
     maybe_compile,
     observe_compiled,
     plain,
 )
-
-import fusegrad as fg  # noqa: E402
-
-try:
-    import torch
-except ImportError:  # (3.12, 3.13: fusegrad against its own eager runs and torch's counts)
-    torch = None
 
 # (unique graphs, graph breaks) torch.compile(backend="eager") gives each program.
 _TORCH_COUNTS = {
@@ -61,12 +49,10 @@ _TORCH_COUNTS = {
 }
 
 
-def _check_as_torch(prog, torch_values: bool = True):
-    check_counts_as_torch(prog, fg, torch, _TORCH_COUNTS, torch_values)
+_check_as_torch = counted_as_torch(_TORCH_COUNTS)
 
 
-def _check_values(prog, backend: str = "eager"):
-    check_values_as_eager(prog, fg, backend)
+_check_values = values_as_eager
 
 
 # ---------------------------------------------------------------- inference_mode

@@ -17,25 +17,11 @@ eagerly and compiled under fusegrad (values and printed text must agree); fusegr
 of graphs and breaks must be torch's, recorded in _TORCH_COUNTS and checked against torch
 where it is installed (the other Pythons run the fusegrad side alone)."""
 
-import os
+import warnings
 
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-
-import warnings  # noqa: E402
-
-import pytest  # noqa: E402
-from program_support import (  # noqa: E402
-    check_counts_as_torch,
-    check_values_as_eager,
-    maybe_compile,
-)
-
-import fusegrad as fg  # noqa: E402
-
-try:
-    import torch
-except ImportError:  # (3.12, 3.13: fusegrad against its own eager runs and torch's counts)
-    torch = None
+import pytest
+from capture_support import counted_as_torch, fg, torch, values_as_eager
+from program_support import maybe_compile
 
 # (unique graphs, graph breaks) torch.compile(backend="eager") gives each program (3.11).
 _TORCH_COUNTS = {
@@ -53,8 +39,7 @@ _TORCH_COUNTS = {
 }
 
 
-def _check_as_torch(prog):
-    check_counts_as_torch(prog, fg, torch, _TORCH_COUNTS)
+_check_as_torch = counted_as_torch(_TORCH_COUNTS)
 
 
 def _state(T):
@@ -189,7 +174,7 @@ def test_break_inside_inference_block_as_torch(prog):
 @pytest.mark.parametrize("prog", [inference_break_with_grad, inference_break_twice],
                          ids=["with_grad", "twice"])
 def test_break_inside_inference_block_traced_by_aot(prog, backend):
-    check_values_as_eager(prog, fg, backend)
+    values_as_eager(prog, backend)
 
 
 def inference_grad_block_inside(T, compiled):
@@ -229,14 +214,13 @@ def test_break_in_grad_block_inside_inference_block_as_torch():
     """The grad-mode block's mode is set again after the block is entered again. (Eager
     fusegrad records history for `enable_grad()` inside `inference_mode()`, where torch's
     eager records none: values are compared with eager fusegrad's only.)"""
-    check_counts_as_torch(inference_grad_block_inside, fg, torch, _TORCH_COUNTS,
-                          torch_values=False)
+    _check_as_torch(inference_grad_block_inside, torch_values=False)
 
 
 def test_break_in_inference_block_inside_grad_block_inside_another_values_as_eager():
     """An inference-mode block inside a grad-mode block inside another: the frame runs
     eagerly from the segment's start (torch resumes)."""
-    check_values_as_eager(inference_chain, fg)
+    values_as_eager(inference_chain)
 
 
 def _inference_outputs(T, backend):
@@ -406,7 +390,7 @@ def try_missing_attribute(T, compiled):
 def test_missing_attribute_in_try_block_resumes():
     """An AttributeError Dynamo raises inside its graph (torch: (1, 0)) is a break that
     resumes in the try block: the graph before it is kept."""
-    check_values_as_eager(try_missing_attribute, fg)
+    values_as_eager(try_missing_attribute)
     fg._dynamo.reset()
     counters = fg._dynamo.utils.counters
     counters.clear()
@@ -551,7 +535,7 @@ def alias_written_with_history(T, compiled):
 @pytest.mark.parametrize("prog", _ALIAS + [alias_written_with_history],
                          ids=[p.__name__ for p in _ALIAS] + ["with_history"])
 def test_write_into_aliased_input_values_as_eager(prog, backend):
-    check_values_as_eager(prog, fg, backend)
+    values_as_eager(prog, backend)
 
 
 # ---------------------------------------------------------------- one mark for "keep this call"

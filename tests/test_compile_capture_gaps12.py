@@ -17,24 +17,11 @@ where it is installed (the other Pythons run the fusegrad side alone)."""
 
 import collections
 import gc
-import os
 import weakref
 
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-
-import pytest  # noqa: E402
-from program_support import (  # noqa: E402
-    check_counts_as_torch,
-    check_values_as_eager,
-    maybe_compile,
-)
-
-import fusegrad as fg  # noqa: E402
-
-try:
-    import torch
-except ImportError:  # (3.12, 3.13: fusegrad against its own eager runs and torch's counts)
-    torch = None
+import pytest
+from capture_support import counted_as_torch, fg, torch, values_as_eager
+from program_support import maybe_compile
 
 # (unique graphs, graph breaks) torch.compile(backend="eager") gives each program (3.11).
 _TORCH_COUNTS = {
@@ -49,8 +36,7 @@ _TORCH_COUNTS = {
 }
 
 
-def _check_as_torch(prog, torch_values=True):
-    check_counts_as_torch(prog, fg, torch, _TORCH_COUNTS, torch_values)
+_check_as_torch = counted_as_torch(_TORCH_COUNTS)
 
 
 def _state(T):
@@ -174,7 +160,7 @@ def test_inference_block_in_grad_block_in_inference_block_resumes_as_torch():
                                   inference_in_grad_in_inference], ids=lambda p: p.__name__)
 def test_nested_blocks_split_traced_by_aot(prog):
     """(Not `is_inference()` of the block's outputs: AOT's are plain tensors, as torch's.)"""
-    check_values_as_eager(prog, fg, "aot_eager")
+    values_as_eager(prog, "aot_eager")
 
 
 def _raises_in_nested_blocks(T, compiled):
@@ -197,7 +183,7 @@ def _raises_in_nested_blocks(T, compiled):
 
 
 def test_exception_leaving_split_blocks_restores_state_as_eager():
-    check_values_as_eager(_raises_in_nested_blocks, fg)
+    values_as_eager(_raises_in_nested_blocks)
 
 
 # ---------------------------------------------------------------- lists appended to

@@ -24,30 +24,19 @@ eagerly and compiled under fusegrad (values and printed text must agree); fusegr
 of graphs and breaks must be torch's, recorded in _TORCH_COUNTS and checked against torch
 where it is installed (the other Pythons run the fusegrad side alone)."""
 
-import os
+import contextlib
+import enum
+import io
+import threading
 
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-
-import contextlib  # noqa: E402
-import enum  # noqa: E402
-import io  # noqa: E402
-import threading  # noqa: E402
-
-import pytest  # noqa: E402
-from program_support import (  # noqa: E402
-    check_counts_as_torch,
+import pytest
+from capture_support import counted_as_torch, fg, torch
+from program_support import (
     compare,
     maybe_compile,
     observe_compiled,
     plain,
 )
-
-import fusegrad as fg  # noqa: E402
-
-try:
-    import torch
-except ImportError:  # (3.12, 3.13: fusegrad against its own eager runs and torch's counts)
-    torch = None
 
 # (unique graphs, graph breaks) torch.compile(backend="eager") gives each program.
 _TORCH_COUNTS = {
@@ -65,8 +54,7 @@ _TORCH_COUNTS = {
 _observe = observe_compiled
 
 
-def _check_as_torch(prog):
-    check_counts_as_torch(prog, fg, torch, _TORCH_COUNTS)
+_check_as_torch = counted_as_torch(_TORCH_COUNTS)
 
 
 # ---------------------------------------------------------------- breaks inside loops

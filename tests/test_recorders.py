@@ -275,8 +275,13 @@ def test_recorders_are_generated_from_the_template():
         assert inspect.getsource(fn).startswith(f"def {name}(")
     # Each piece of the recording path is written once, in the template (the short
     # recorders, and the entries' copies: call1's of T, call2's of TT and TN, call3's of TII,
-    # the binary operators' of TT and TN, and the matrix operator's of TT).
-    assert _recorders.SOURCE.count("node._seq = next(_seq)") == len(_recorders.SHAPES) + 6
+    # the binary operators' of TT and TN, and the matrix operator's of TT; and the two view
+    # calls' of one tensor input, `x[i]` and `x.view(n)`).
+    assert _recorders.SOURCE.count("node._seq = next(_seq)") == len(_recorders.SHAPES) + 8
+    from fusegrad.ops import _view_calls
+
+    for fn in (_view_calls.select_first, _view_calls.view_shape):
+        assert fn.__code__.co_filename == _recorded_calls.__file__
     assert fusegrad.Tensor.__mul__.__code__.co_filename == _recorded_calls.__file__
     for entry in (_dispatch.call1, _dispatch.call2, _dispatch.call3):
         assert entry.__code__.co_filename == _recorded_calls.__file__

@@ -102,7 +102,7 @@ with _CollectorPaused():
         seed,
         set_rng_state,
     )
-    from ._sparse import layout, sparse_coo, strided
+    from ._sparse import layout, sparse_coo, sparse_csr, strided
     from ._tensor import Size, Tensor
     from ._type_info import finfo, iinfo
     from .autograd import (

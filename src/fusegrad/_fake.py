@@ -96,6 +96,8 @@ class FakeTensor(Tensor):
     def _data_dependent(self, what: str):
         if what in ("item", "tolist", "bool"):  # (PyTorch's `_local_scalar_dense` reads)
             raise DataDependentOutputException("aten._local_scalar_dense.default")
+        if what in ("numpy", "__array__"):  # (PyTorch's message: its fakes are a tensor subclass)
+            raise DataDependentOutputError(".numpy() is not supported for tensor subclasses.")
         raise DataDependentOutputError(
             f"{what}() needs the values of a FakeTensor, which has none (data-dependent "
             "output)")

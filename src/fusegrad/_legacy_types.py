@@ -205,8 +205,18 @@ def make_types(module: str, sparse: bool = False) -> dict:
 
 
 TYPES = make_types("fusegrad")
-CUDA_TYPES = make_types("fusegrad.cuda")
-SPARSE_TYPES = make_types("fusegrad.sparse", sparse=True)
+# The classes of `fusegrad.cuda` and `fusegrad.sparse` (`CUDA_TYPES`, `SPARSE_TYPES`), made
+# when those modules first ask for them (`__getattr__`): `import fusegrad` loads neither.
+_LATER = {"CUDA_TYPES": ("fusegrad.cuda", False), "SPARSE_TYPES": ("fusegrad.sparse", True)}
+
+
+def __getattr__(name: str) -> dict:
+    """`CUDA_TYPES` or `SPARSE_TYPES`, made on first look-up (one dict for every thread)."""
+    later = _LATER.get(name)
+    if later is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return globals().setdefault(name, make_types(later[0], sparse=later[1]))
+
 
 _USER = 4  # (the stack level of a warning from `legacy_sparse_new`: the constructor's caller)
 _SPARSE_SIGNATURES = (

@@ -30,7 +30,6 @@ Functions PyTorch gives no `out` raise its TypeError; `bernoulli` and `multinomi
 
 from __future__ import annotations
 
-import copy
 import inspect
 import sys
 import types
@@ -484,6 +483,8 @@ def _not_implemented(node, aten: str):
         return node
     cls = _NOT_IMPLEMENTED.get(aten)
     if cls is None:
+        import copy  # (once per op: `import fusegrad` does not load the module)
+
         stand_in = copy.copy(op)  # (no saved values: the derivative reads none)
         stand_in.derivative = not_implemented_derivative(aten.partition("::")[2])
         stand_in.on_arrays = None

@@ -119,7 +119,7 @@ def view_version(base) -> int:
     negative `_view_ver` keeps the view's origin in `-_view_ver % 4` and its version in
     `-_view_ver // 4`, as PyTorch's views keep their creation meta: writing into such a view
     in place with grad on, or reading its history once its storage changed, is refused. The
-    generated recorders and `ops._view_calls` write these expressions out."""
+    generated recorders (`ops._view_calls` among them) write these expressions out."""
     ver = base._vc[0]
     pv = base._view_ver
     return ver if pv is None or pv >= 0 else -3 - 4 * ver

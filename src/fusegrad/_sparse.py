@@ -26,7 +26,8 @@ from ._torch_function import _disabled_torch_function_impl, warn_once_at
 
 
 class layout:  # noqa: N801 - PyTorch's class name
-    """How a tensor's elements are stored: `fusegrad.strided` or `fusegrad.sparse_coo`."""
+    """How a tensor's elements are stored: `fusegrad.strided`, `fusegrad.sparse_coo` or
+    `fusegrad.sparse_csr`."""
 
     __slots__ = ("_name",)
 
@@ -42,11 +43,12 @@ class layout:  # noqa: N801 - PyTorch's class name
 
 strided = layout("strided")
 sparse_coo = layout("sparse_coo")
+sparse_csr = layout("sparse_csr")
 layout.__module__ = "fusegrad"
 
 
 def _layout_named(name: str) -> layout:
-    return {"strided": strided, "sparse_coo": sparse_coo}[name]
+    return {"strided": strided, "sparse_coo": sparse_coo, "sparse_csr": sparse_csr}[name]
 
 
 # name of a registry op -> the OpDef that computes it when an argument is sparse
@@ -91,14 +93,34 @@ def _warn_checks_disabled() -> None:
 
 
 
-class SparseTensor(Tensor):
-    """A sparse COO tensor: `_idx` (sparse_dim, nnz) int64, `_val` (nnz, *dense sizes)."""
+class SparseLayoutTensor(Tensor):
+    """What the sparse layouts (COO here, CSR in `sparse/_csr.py`) share: their own shape
+    `_sshape` (no dense array stands behind them) and ops run on their kernels as given."""
 
-    __slots__ = ("_sshape", "_idx", "_val", "_coal")
+    __slots__ = ("_sshape",)
     _plain = False
     # Ops dispatch a sparse tensor to its sparse twins; the protocol's default handler
     # would re-wrap dense results as (empty) sparse tensors.
     __torch_function__ = _disabled_torch_function_impl
+
+    @classmethod
+    def _compute(cls, op, args):
+        return op.kernel(*args)
+
+    @property
+    def shape(self) -> Size:
+        return Size(self._sshape)
+
+    def size(self, dim=None):
+        if dim is None:
+            return Size(self._sshape)
+        return self._sshape[wrap_dim(dim, len(self._sshape))]
+
+
+class SparseTensor(SparseLayoutTensor):
+    """A sparse COO tensor: `_idx` (sparse_dim, nnz) int64, `_val` (nnz, *dense sizes)."""
+
+    __slots__ = ("_idx", "_val", "_coal")
 
     @classmethod
     def _new(cls, idx: np.ndarray, val: np.ndarray, shape, coalesced: bool,
@@ -126,20 +148,7 @@ class SparseTensor(Tensor):
             raise backend_error(op.name.split(".")[0])
         return twin
 
-    @classmethod
-    def _compute(cls, op, args):
-        return op.kernel(*args)
-
     # ------------------------------------------------------------ metadata
-
-    @property
-    def shape(self) -> Size:
-        return Size(self._sshape)
-
-    def size(self, dim=None):
-        if dim is None:
-            return Size(self._sshape)
-        return self._sshape[wrap_dim(dim, len(self._sshape))]
 
     @property
     def ndim(self) -> int:
@@ -318,12 +327,12 @@ def _component_text(array: np.ndarray, dtype_name: str, indent: int) -> str:
     return _data_text(array, dtype_name, indent, _OPTIONS)
 
 
-def _close_forced(text: str, items: list, indent: int, linewidth: int) -> str:
-    """Append `items`: the first on a new line (sparse reprs always break there), the others
-    on the same line while they fit."""
+def _close_forced(text: str, items: list, indent: int, linewidth: int,
+                  force: bool = True) -> str:
+    """Append `items`: the first on a new line if `force` (COO reprs always break there),
+    the others (all, if not `force`) on the same line while they fit."""
     pieces = [text]
     used = len(text) - text.rfind("\n") + 1
-    force = True
     for item in items:
         if force or used + len(item) + 2 > linewidth:
             pieces.append(",\n" + " " * indent + item)

@@ -6,7 +6,8 @@ TypeError naming what is wrong where they fit none."""
 from __future__ import annotations
 
 import numbers
-from typing import Any, NamedTuple
+from operator import itemgetter
+from typing import Any
 
 import numpy as np
 
@@ -19,11 +20,19 @@ from .._type_names import python_type_name
 _REQUIRED = object()  # a parameter without a default
 
 
-class _Param(NamedTuple):
-    kind: str  # TensorList, ScalarList, Number, Tensor, bool, ScalarType?, MemoryFormat?
-    name: str
-    default: Any
-    keyword_only: bool
+class _Param(tuple):
+    """One parameter of an overload: (kind, name, default, keyword_only). A tuple with named
+    fields written out (a `NamedTuple` class takes a sixth of a millisecond to make at
+    import)."""
+
+    __slots__ = ()
+    kind = property(itemgetter(0))  # TensorList, ScalarList, Number, Tensor, bool, ...
+    name = property(itemgetter(1))
+    default = property(itemgetter(2))  # (_REQUIRED for none)
+    keyword_only = property(itemgetter(3))
+
+    def __new__(cls, kind: str, name: str, default: Any, keyword_only: bool) -> _Param:
+        return tuple.__new__(cls, (kind, name, default, keyword_only))
 
 
 # The defaults the signatures write (`ops/foreach.py`'s, and the reductions' that share this

@@ -5,6 +5,7 @@ whole tensors: searchsorted, bucketize, bincount, unique, isclose, allclose, equ
 from __future__ import annotations
 
 import builtins
+import sys
 
 from .._dispatch import call
 from .._tensor import Tensor
@@ -106,8 +107,23 @@ def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     return call(M.isclose, input, other, rtol, atol, equal_nan)
 
 
+# The fake tensors' module, read from `sys.modules`: no fake tensor exists before it
+# loads, and `import fusegrad` does not load it.
+_FAKE_MODULE = __name__.rsplit(".", 2)[0] + "._fake"
+
+
+def _refuse_fakes(name: str, input, other) -> None:
+    """A fake tensor has no values to compare: PyTorch's fake tensors refuse the whole op
+    (whatever the shapes), with an exception naming it rather than the read of its result."""
+    fake = sys.modules.get(_FAKE_MODULE)
+    if fake is not None and (isinstance(input, fake.FakeTensor) or
+                             isinstance(other, fake.FakeTensor)):
+        raise fake.DataDependentOutputException(f"aten.{name}.default")
+
+
 def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False) -> builtins.bool:
     """True if every pair of elements is close (see isclose)."""
+    _refuse_fakes("allclose", input, other)
     return builtins.bool(isclose(input, other, rtol, atol, equal_nan).all().item())
 
 
@@ -117,6 +133,7 @@ def equal(input, other) -> builtins.bool:
         from .._meta import no_meta_kernel
 
         raise no_meta_kernel("equal")
+    _refuse_fakes("equal", input, other)
     if tuple(input.shape) != tuple(other.shape):
         return False
     return builtins.bool(eq(input, other).all().item())

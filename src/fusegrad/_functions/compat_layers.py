@@ -16,9 +16,9 @@ from .._dispatch import call
 from .._tensor import Tensor
 from .._torch_function import warn_once_at, warning_stacklevel
 from ..ops import normalization as NORM
+from ..ops import random as _random_ops
 from ..ops import scatter as SC
 from ..ops import weight_norm as WN
-from ..ops.random import native_dropout as _native_dropout
 
 _REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
 # index_reduce's reduction modes, after whose check PyTorch gives its beta warning (the op's
@@ -248,7 +248,7 @@ def native_group_norm(input: Tensor, weight: Tensor | None, bias: Tensor | None,
 
 def native_dropout(input: Tensor, p: float, train: bool | None) -> tuple:
     """ATen's dropout: (output, mask), the mask all True when not training."""
-    return call(_native_dropout, input, p, train)
+    return call(_random_ops.native_dropout, input, p, train)
 
 
 __all__ = [

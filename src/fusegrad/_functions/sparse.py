@@ -1,7 +1,8 @@
 """The public sparse COO surface: `sparse_coo_tensor`, `spmm`, and the Tensor methods that
 convert between layouts or read a sparse tensor's parts (`to_sparse`, `to_dense`,
-`coalesce`, `indices`, `values`, `sparse_dim`, ...), with PyTorch's answers and errors for
-strided tensors. The ops themselves are in `fusegrad.ops.sparse`.
+`to_sparse_csr`, `coalesce`, `indices`, `values`, `crow_indices`, `sparse_dim`, ...),
+with PyTorch's answers and errors for strided tensors. The ops themselves are in
+`fusegrad.ops.sparse`; CSR matrices in `fusegrad.sparse._csr`.
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ import numbers
 import numpy as np
 
 from .. import _dtype, _sparse
-from .._sparse import SparseTensor, backend_error, sparse_coo, strided
+from .._sparse import SparseTensor, backend_error, sparse_coo, sparse_csr, strided
 from .._tensor import Tensor
+from .._torch_function import warn_once_at
 from ..ops import sparse as SP
 from .linear_algebra import mm
 
@@ -90,6 +92,8 @@ def spmm(input, mat2) -> Tensor:
 
 def to_sparse(self, sparse_dim=None, *, layout=None, blocksize=None, dense_dim=None):
     """This tensor in the sparse COO layout (`sparse_dim` leading dims indexed)."""
+    if layout is sparse_csr:
+        return to_sparse_csr(self)
     if layout is not None and layout is not sparse_coo:
         raise RuntimeError(f"to_sparse: layout {layout} is not supported")
     if isinstance(self, SparseTensor):
@@ -102,6 +106,34 @@ def to_sparse(self, sparse_dim=None, *, layout=None, blocksize=None, dense_dim=N
     if isinstance(sparse_dim, bool) or not isinstance(sparse_dim, numbers.Integral):
         raise TypeError("to_sparse(): argument 'sparse_dim' must be int")
     return SP.run(SP.to_sparse_dim_op, self, int(sparse_dim))
+
+
+def to_sparse_csr(self, dense_dim=None):
+    """This matrix in the sparse CSR layout (`fusegrad.sparse._csr`)."""
+    from ..sparse._csr import to_sparse_csr as convert  # (its ops load on first use)
+
+    out = convert(self, dense_dim)
+    if out is not self:
+        # PyTorch's, once, as it makes a CSR tensor (its note of where is left out).
+        warn_once_at(2, "Sparse CSR tensor support is in beta state. If you miss a "
+                     "functionality in the sparse tensor support, please submit a feature "
+                     "request to https://github.com/pytorch/pytorch/issues.")
+    return out
+
+
+def _compressed(name: str):
+    def fn(self) -> Tensor:
+        kind = "Sparse" if isinstance(self, SparseTensor) else "Strided"
+        raise RuntimeError(f"{name} expected sparse row compressed tensor layout but got "
+                           f"{kind}")
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"Raises: only a sparse CSR tensor has {name}."
+    return fn
+
+
+crow_indices = _compressed("crow_indices")
+col_indices = _compressed("col_indices")
 
 
 def to_dense(self, dtype=None, *, masked_grad=None) -> Tensor:
@@ -161,7 +193,7 @@ def _layout(self):
 def attach() -> None:
     """Put the layout methods on Tensor (SparseTensor overrides the metadata ones)."""
     for fn in (to_sparse, to_dense, coalesce, indices, values, _indices, _values, _nnz,
-               sparse_dim, dense_dim):
+               sparse_dim, dense_dim, to_sparse_csr, crow_indices, col_indices):
         setattr(Tensor, fn.__name__, fn)
     Tensor.layout = property(_layout, doc="How the elements are stored.")
 

@@ -31,7 +31,14 @@ from ..ops import _parallel
 from ..ops._util import strided_copy
 from .anomaly_mode import run_node as _anomaly_run_node
 from .anomaly_mode import state as _anomaly_state
-from .graph import AccumulateGrad, GradientEdge, fit_array, fit_grad, unpack_saved
+from .graph import (
+    ACCUMULATE_SEQ,
+    AccumulateGrad,
+    GradientEdge,
+    fit_array,
+    fit_grad,
+    unpack_saved,
+)
 
 _Tensor, _make_plain = Tensor, make_plain
 # Writes a leaf's `_grad` slot directly: a Parameter's own `__setattr__` (which keeps the
@@ -40,6 +47,29 @@ _set_grad_slot = Tensor.__dict__["_grad"].__set__
 
 _task_ids = itertools.count()
 _ndarray = np.ndarray
+
+
+class _Tied(tuple):
+    """A leaf's accumulator on the ready heap, `(node,)`. All accumulators share one
+    sequence number, and PyTorch's binary heap leaves equal entries where its sift rules put
+    them: this entry compares equal to any other (a heap entry is `(-sequence number, node or
+    _Tied)`, compared past the number only on a tie), so that `heapq`, whose sift rules give
+    the same order on ties as libstdc++'s `push_heap`/`pop_heap`, runs hooks in PyTorch's
+    order. (A tuple: made without a Python `__init__`.)
+    """
+
+    __slots__ = ()
+
+    def __eq__(self, other) -> bool:
+        return True
+
+    __hash__ = None
+
+
+def _entry(node) -> tuple:
+    """`node`'s entry on the ready heap."""
+    s = node._seq
+    return (-s, _Tied((node,))) if s == ACCUMULATE_SEQ else (-s, node)
 
 
 def checkpoint_valid() -> bool:
@@ -197,20 +227,22 @@ def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, acc
     needed = deps
 
     buffers = {}
-    # The ready nodes, highest sequence number first; nodes of one number (leaves'
-    # accumulators) in the order they became ready, as PyTorch's queue gives them (the
-    # order their hooks run in): `push_order`, never the nodes' addresses.
+    # The ready nodes, highest sequence number first: a binary heap pushed and popped in
+    # the order PyTorch's engine pushes and pops its own, so that nodes of one number
+    # (leaves' accumulators) come off it in PyTorch's order, the order their hooks run in.
     ready = []
-    push_order = itertools.count().__next__
     # One root (nearly every pass: a loss) goes to the loop's first step with its gradient,
     # as `handoff` and `hgrad` pass a chain's next node on, with no buffer and no heap.
     single = len(root_edges) == 1 and captures is None
     if not single:
         for (node, nr), g in zip(root_edges, roots):
             _add_to_buffer(buffers, node, nr, g)
-        for node, _ in root_edges:
-            if node in needed and deps[node] == 0 and node not in {r[2] for r in ready}:
-                heapq.heappush(ready, (-node._seq, push_order(), node))
+        # PyTorch's root node hands each root edge on in turn: a node given twice is ready
+        # (pushed) at its last edge.
+        last = {node: k for k, (node, _) in enumerate(root_edges)}
+        for k, (node, _) in enumerate(root_edges):
+            if last[node] == k and node in needed and deps[node] == 0:
+                heapq.heappush(ready, _entry(node))
 
     results = [None] * len(inputs) if inputs is not None else None
     caller = _thread_state.snapshot()
@@ -259,6 +291,7 @@ def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, acc
         # array when an array derivative made it (wrapped when a Tensor is needed).
         handoff = hgrad = None
         hnr = 0
+        later = []  # the nodes a step made ready after its handoff
         if single:
             handoff, hnr = root_edges[0]
             hgrad = roots[0]
@@ -279,7 +312,9 @@ def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, acc
                 handoff = None
                 grads = buffers_pop(node, None) or [None] if hgrad is None else None
             elif ready:
-                node = heappop(ready)[2]
+                node = heappop(ready)[1]
+                if node.__class__ is _Tied:
+                    node = node[0]
                 grads = buffers_pop(node, None) or [None]
             else:
                 break
@@ -529,19 +564,39 @@ def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, acc
                 if n == 1:
                     if handoff is None:
                         handoff = child
-                    else:
-                        heappush(ready, (-child._seq, push_order(), child))
+                    else:  # pushed after the handoff, below
+                        later.append(child)
                 deps[child] = n - 1
-            if handoff is not None and ready and ready[0][0] < -handoff._seq:
-                # A node on the heap runs first. (One of the handoff's number can only be a
-                # sibling that became ready after it: the handoff runs first.)
-                if hgrad is not None:
-                    if hgrad.__class__ is _ndarray:
-                        hgrad = make_plain(hgrad)
-                    buffers[handoff] = _spread(handoff, hgrad, hnr)
-                    hgrad = None
-                heappush(ready, (-handoff._seq, push_order(), handoff))
-                handoff = None
+            if handoff is not None:
+                # PyTorch's engine pushes every ready node on its heap, in order, and pops the
+                # first: the handoff skips the heap only where that would pop it and leave
+                # the heap as pushing the rest alone would (at most one node after it, both
+                # before all on the heap: tested against that heap on random graphs).
+                # (Entries made inline, as `_entry` makes them.)
+                if later:
+                    c = later[0]
+                    s = c._seq
+                    if len(later) == 1 and handoff._seq >= s and (
+                            not ready or ready[0][0] > -s):
+                        heappush(ready, (-s, c) if s != ACCUMULATE_SEQ else (-s, _Tied((c,))))
+                    else:
+                        if hgrad is not None:  # its gradient to its buffer
+                            if hgrad.__class__ is _ndarray:
+                                hgrad = make_plain(hgrad)
+                            buffers[handoff] = _spread(handoff, hgrad, hnr)
+                            hgrad = None
+                        s = handoff._seq
+                        heappush(ready, (-s, handoff) if s != ACCUMULATE_SEQ else
+                                 (-s, _Tied((handoff,))))
+                        handoff = None
+                        for c in later:
+                            s = c._seq
+                            heappush(ready,
+                                     (-s, c) if s != ACCUMULATE_SEQ else (-s, _Tied((c,))))
+                    later.clear()
+                elif ready and ready[0][0] <= -handoff._seq:  # one on the heap runs first
+                    _to_heap(ready, buffers, handoff, hgrad, hnr)
+                    handoff = hgrad = None
     finally:
         if state == node_state:
             # Nothing ran that changed the state (or the change was undone after its node):
@@ -560,6 +615,16 @@ def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, acc
                 f"The differentiated Tensor at index {k} appears to not have been used in the "
                 "graph. Set allow_unused=True if this is the desired behavior.")
     return tuple(results)
+
+
+def _to_heap(ready, buffers, node, g, nr) -> None:
+    """Push `node` on the ready heap, its gradient `g` (for output `nr`, or None where its
+    buffer holds them) put in its buffer."""
+    if g is not None:
+        if g.__class__ is _ndarray:
+            g = make_plain(g)
+        buffers[node] = _spread(node, g, nr)
+    heapq.heappush(ready, _entry(node))
 
 
 def _capture(results, capture, grads) -> None:

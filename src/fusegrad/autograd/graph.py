@@ -1094,24 +1094,48 @@ def increment_version(tensor) -> None:
         t._vc[0] += 1
 
 
-class GradientEdge(NamedTuple):
-    """Where a tensor's gradient enters the graph: its node (its grad_fn, or a leaf's
-    AccumulateGrad) and which of the node's outputs it is; `grad()` and `backward()` take
-    one in place of the tensor."""
+def _gradient_edge_class() -> type:
+    """`GradientEdge`, made at its first look-up (the module's `__getattr__`): making a
+    `NamedTuple` class takes a fifth of a millisecond, which `import fusegrad` need not
+    pay. One class for every thread (the first one bound wins)."""
+    made = globals().get("GradientEdge")
+    if made is not None:
+        return made
 
-    node: Any
-    output_nr: int
-    ownership_token: Any = None
+    class GradientEdge(NamedTuple):
+        """Where a tensor's gradient enters the graph: its node (its grad_fn, or a leaf's
+        AccumulateGrad) and which of the node's outputs it is; `grad()` and `backward()`
+        take one in place of the tensor."""
+
+        node: Any
+        output_nr: int
+        ownership_token: Any = None
+
+    GradientEdge.__qualname__ = "GradientEdge"
+    return globals().setdefault("GradientEdge", GradientEdge)
 
 
-def get_gradient_edge(tensor) -> GradientEdge:
-    """The `GradientEdge` of `tensor` (which must require grad)."""
+def __getattr__(name: str):
+    """`GradientEdge` on first look-up (`_gradient_edge_class`)."""
+    if name == "GradientEdge":
+        return _gradient_edge_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """The module's names, `GradientEdge` included before it is made."""
+    return sorted({*globals(), "GradientEdge"})
+
+
+def get_gradient_edge(tensor) -> tuple:
+    """The `GradientEdge` (a named tuple) of `tensor`, which must require grad."""
     if not tensor.requires_grad:
         raise RuntimeError("It is not possible to get the gradient edge for a Tensor that "
                            "does not require gradients")
+    edge = _gradient_edge_class()
     if tensor.grad_fn is not None:
-        return GradientEdge(tensor.grad_fn, tensor._output_nr)
-    return GradientEdge(tensor._grad_accumulator(), 0)
+        return edge(tensor.grad_fn, tensor._output_nr)
+    return edge(tensor._grad_accumulator(), 0)
 
 
 def _current_graph_task():

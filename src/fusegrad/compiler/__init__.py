@@ -220,10 +220,26 @@ class CompiledFunction:
         return self._runner
 
     def _new_runner(self, backend) -> FrameRunner:
+        """The runner of this function under `backend`: the one another `compile()` of the
+        same function with the same settings made, else a new one (sharing the cache of
+        one that differs only in `fullgraph`)."""
+        key = (backend, self._dynamic, self._recompile_limit, self._self_by_type,
+               self._callee)
+        table = _cache_table(self._orig)
+        try:
+            runners = table.setdefault(key, {})
+        except TypeError:  # (an unhashable backend: a cache of its own)
+            runners = {}
+        runner = runners.get(self._fullgraph)
+        if runner is not None:
+            return runner
         runner = FrameRunner(self._orig, backend, config, self._fullgraph, self._dynamic,
                              self._recompile_limit)
         runner.self_by_type = self._self_by_type
         runner.skips_tensorless = self._callee
+        if runners:
+            runner.share_cache(next(iter(runners.values())))
+        runners[self._fullgraph] = runner
         _RUNNERS.add(runner)
         return runner
 
@@ -306,6 +322,27 @@ _CALLEES_ATTR = "__fusegrad_callees__"
 # `__dict__` (kept for good; only Python functions are wrapped in practice).
 _CALLEES: weakref.WeakSet = weakref.WeakSet()
 _CALLEES_FALLBACK: dict = {}
+
+
+# The runners of each compiled function, by settings, kept in the function's `__dict__` as
+# the callee tables are: every `compile()` of one function with one backend shares its
+# cache, as PyTorch keeps cache entries on the code object (each guarded on its backend).
+_CACHES_ATTR = "__fusegrad_caches__"
+_CACHES: weakref.WeakSet = weakref.WeakSet()
+
+
+def _cache_table(fn) -> dict:
+    """`fn`'s runners, keyed by settings, then by `fullgraph`; created if missing (a
+    callable without a `__dict__` gets a new table: no sharing)."""
+    fdict = getattr(fn, "__dict__", None)
+    if not isinstance(fdict, dict):
+        return {}
+    table = fdict.get(_CACHES_ATTR)
+    # (`functools.wraps` copies `__dict__`: a wrapper's copy is another function's table)
+    if table is None or table.get(None) is not fn.__code__:
+        table = fdict[_CACHES_ATTR] = {None: fn.__code__}
+        _CACHES.add(fn)
+    return table
 
 
 def _callee_table(fn) -> dict:
@@ -491,6 +528,9 @@ def reset() -> None:
     for fn in list(_CALLEES):
         fn.__dict__.pop(_CALLEES_ATTR, None)
     _CALLEES.clear()
+    for fn in list(_CACHES):
+        fn.__dict__.pop(_CACHES_ATTR, None)
+    _CACHES.clear()
     _CALLEES_FALLBACK.clear()
 
 

@@ -115,6 +115,7 @@ class _Trace:
     """One trace of the module: its graph, signature, flattened leaves and output spec."""
 
     def __init__(self, mod: Any, pairs: list, leaves: list, names: list) -> None:
+        from ..compiler.aot.make_fx import torch_style_args
         from ..compiler.aot.tracing import Tracer
         from ..func import functional_call
 
@@ -166,6 +167,9 @@ class _Trace:
             out = _call(mod, functional_call, state, call_kwargs)
         flat_out, self.out_spec = pytree.tree_flatten(out)
         tracer.output(tuple(flat_out))
+        # (the op calls as PyTorch's exported graphs write them: `sum.dim_IntList(x, [-1],
+        # dtype = torch.float64)`)
+        torch_style_args(tracer.graph)
         self.tracer = tracer
         self.graph = tracer.graph
         names_out = [a.name if hasattr(a, "name") else str(a)

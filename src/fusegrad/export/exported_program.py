@@ -169,7 +169,8 @@ class ExportedProgram:
     def __str__(self) -> str:
         # Every line is indented, blank ones included, as torch.export prints.
         code = self._graph_module.print_readable(print_output=False).replace("\n", "\n    ")
-        sig = str(self._graph_signature).replace("\n", "\n    ")
+        # (the signature's text starts with a newline, which this layout leaves out)
+        sig = str(self._graph_signature)[1:].replace("\n", "\n    ")
         return ("ExportedProgram:\n    " + code + "\n" + "Graph signature: \n    " + sig
                 + "\nRange constraints: {}\n")
 

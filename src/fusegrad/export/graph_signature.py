@@ -56,6 +56,11 @@ class InputSpec:
     target: str | None
     persistent: bool | None = None
 
+    def __str__(self) -> str:
+        """PyTorch's line of the signature's text: `p_w: PARAMETER target='w'`."""
+        line = _spec_line(self)
+        return line if self.persistent is None else f"{line} persistent={self.persistent}"
+
 
 @dataclasses.dataclass
 class OutputSpec:
@@ -64,6 +69,15 @@ class OutputSpec:
     kind: OutputKind
     arg: Any
     target: str | None
+
+    def __str__(self) -> str:
+        """PyTorch's line of the signature's text: `add: USER_OUTPUT`."""
+        return _spec_line(self)
+
+
+def _spec_line(spec) -> str:
+    line = f"{spec.arg.name}: {spec.kind.name}"
+    return line if spec.target is None else f"{line} target={spec.target!r}"
 
 
 @dataclasses.dataclass
@@ -115,20 +129,8 @@ class ExportGraphSignature:
                 if s.kind == OutputKind.BUFFER_MUTATION}
 
     def __str__(self) -> str:
-        lines = ["# inputs"]
-        for s in self.input_specs:
-            line = f"{s.arg.name}: {s.kind.name}"
-            if s.target is not None:
-                line += f" target={s.target!r}"
-            if s.persistent is not None:
-                line += f" persistent={s.persistent}"
-            lines.append(line)
-        lines += ["", "# outputs"]
-        for s in self.output_specs:
-            line = f"{s.arg.name}: {s.kind.name}"
-            if s.target is not None:
-                line += f" target={s.target!r}"
-            lines.append(line)
+        lines = ["", "# inputs", *map(str, self.input_specs), "", "# outputs",
+                 *map(str, self.output_specs)]
         return "\n".join(lines) + "\n"
 
 

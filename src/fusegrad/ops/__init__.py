@@ -2,24 +2,33 @@
 
 import sys
 
-from .. import _sparse
+from .. import _random_draws, _sparse
+from . import deferred
+
+# Kernels' helpers that register no op and that the modules below reach only when a kernel
+# runs (`_gemm.matmul(a, b)`): the blocked GEMMs, the intra-op thread pool's sharing, scratch
+# buffers, the tie order of sorts; each loads with the first kernel that asks for it.
+deferred.defer(sys.modules[__name__], ("_gemm", "_parallel", "_workspace", "_tie_order"),
+               registers=False)
+# Op modules no Tensor method or import-time table needs, deferred before the modules below
+# import them, and first in the order the registry runs pending modules when asked for an
+# op it lacks (`addmm`, the losses, quantization).
+deferred.defer(sys.modules[__name__], ("nn", "quantize", "random"))
 
 # Importing the modules registers their ops.
-from . import (  # noqa: F401
+from . import (  # noqa: E402, F401
+    _native,
     activation,
     activation_backward,
     arithmetic,
     comparison,
     complex,
-    deferred,
     indexing,
     inplace,
     joins,
     linalg,
     misc,
-    nn,
     norms,
-    random,
     rearrange,
     reductions,
     scalar,
@@ -31,9 +40,13 @@ from . import (  # noqa: F401
     view_copies,
     views,
 )
-from .overloads import aten
-from .registry import REGISTRY, OpDef, Sample, Spec, register
+from .overloads import aten  # noqa: E402
+from .registry import REGISTRY, OpDef, Sample, Spec, register  # noqa: E402
 
+# The float32 uniform and normal draws' C kernels (`native/random.c`), found through the
+# native layer: registered here, not by `random` (run on first use), since the factories
+# (`fusegrad.rand`, `randn`) draw through `_random_draws` without it.
+_random_draws.use_native_kernels(_native.function)
 complex.forbid_complex(REGISTRY)  # after every module above registered its ops
 deferred.after_execute(lambda: complex.forbid_complex(REGISTRY))  # and each deferred one's
 # Run on first use (`deferred`): less common pointwise math and special functions, scatter

@@ -26,7 +26,6 @@ Without a C compiler, when a build fails, or with `FUSEGRAD_NATIVE=0` in the env
 
 from __future__ import annotations
 
-import array
 import contextlib
 import ctypes
 import os
@@ -291,6 +290,9 @@ def _iterator_empty(arrays: tuple) -> np.ndarray:
 MAX_WORKER_ARGS = 32
 
 
+_int64_array = None  # `array.array`, imported by the first call sharing work
+
+
 def run_pieces(fn, before: tuple, after: tuple, units: int, work: int) -> None:
     """C function `fn` (from `function`; its arguments all addresses and 64-bit integers,
     None for a null pointer) called as `fn(*before, start, stop, *after)` over units
@@ -317,7 +319,10 @@ def run_pieces(fn, before: tuple, after: tuple, units: int, work: int) -> None:
         address = _addresses[id(fn)] = ctypes.cast(fn, ctypes.c_void_p).value
     # The arguments as 64-bit integers in a block the workers read (an `array` is made in
     # half the time of a ctypes array); it lives until the call returns.
-    block = array.array("q", [0 if v is None else v for v in (*before, 0, 0, *after)])
+    global _int64_array
+    if _int64_array is None:  # (the module loads with the first shared call, not at import)
+        from array import array as _int64_array
+    block = _int64_array("q", [0 if v is None else v for v in (*before, 0, 0, *after)])
     if len(block) > MAX_WORKER_ARGS:  # (the workers' prototype would drop the rest)
         raise ValueError(f"a kernel run by the C workers takes at most {MAX_WORKER_ARGS} "
                          f"arguments, not {len(block)}")

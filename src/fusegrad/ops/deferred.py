@@ -15,10 +15,15 @@ asked for one op it does not hold, it executes them in turn until one has regist
 from __future__ import annotations
 
 import _thread
-import importlib.util
 import os
 import sys
 import types
+
+# The import system's own spec and module makers (what `importlib.util` re-exports: that
+# module and its `importlib._abc` cost a fifth of a millisecond to import, and `import
+# fusegrad` needs nothing else of them).
+from importlib._bootstrap import module_from_spec as _module_from_spec
+from importlib._bootstrap_external import spec_from_file_location as _spec_from_file_location
 
 _PENDING: list = []  # the DeferredModules not executed yet, in the order they were deferred
 _AFTER: list = []  # what runs after each module's body (`after_execute`)
@@ -56,9 +61,10 @@ def execute(module: types.ModuleType) -> None:
         finally:
             _RUNNING.discard(module)
         module.__class__ = types.ModuleType  # complete: names are found at a module's speed
-        _PENDING.remove(module)
-        for hook in _AFTER:
-            hook()
+        if module in _PENDING:  # (an op module: the registry's finishing steps follow)
+            _PENDING.remove(module)
+            for hook in _AFTER:
+                hook()
 
 
 def after_execute(hook) -> None:
@@ -67,9 +73,11 @@ def after_execute(hook) -> None:
     _AFTER.append(hook)
 
 
-def defer(package: types.ModuleType, names: tuple) -> None:
+def defer(package: types.ModuleType, names: tuple, registers: bool = True) -> None:
     """Bind each submodule of `package` named in `names` as a `DeferredModule` (one
-    imported already stays as it is)."""
+    imported already stays as it is). `registers`: whether the modules register ops (those
+    the registry runs before answering for its whole content); kernels' helper modules
+    that register none run only when a name of theirs is looked up."""
     directory = package.__path__[0]
     for name in names:
         full = f"{package.__name__}.{name}"
@@ -78,13 +86,18 @@ def defer(package: types.ModuleType, names: tuple) -> None:
         # The source file's spec made at once (the import system's search for each of the
         # ~30 modules took a third of a millisecond in all); anything else is searched.
         path = os.path.join(directory, name + ".py")
-        spec = (importlib.util.spec_from_file_location(full, path) if os.path.isfile(path)
-                else importlib.util.find_spec(full))
-        module = importlib.util.module_from_spec(spec)
+        if os.path.isfile(path):
+            spec = _spec_from_file_location(full, path)
+        else:
+            import importlib.util
+
+            spec = importlib.util.find_spec(full)
+        module = _module_from_spec(spec)
         module.__class__ = DeferredModule
         sys.modules[full] = module
         setattr(package, name, module)
-        _PENDING.append(module)
+        if registers:
+            _PENDING.append(module)
 
 
 def load_until(found) -> bool:

@@ -10,7 +10,66 @@ The namespace is built from `REGISTRY` on first use of each name, so it never li
 
 from __future__ import annotations
 
+import inspect
+
 from .registry import REGISTRY, OpDef
+
+EMPTY = inspect.Parameter.empty  # (a parameter without default)
+
+
+def _same(a, b) -> bool:
+    """Whether values `a` and `b` are one argument (a bool is no int; a tuple is a list)."""
+    if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return type(a) is type(b) and a == b
+
+
+def parameters(op: OpDef) -> list:
+    """The positional parameters of `op`'s kernel as (name, default or `EMPTY`) pairs,
+    defaults kept only where the meta function has the same one or takes `*args` (both run
+    on a call that leaves the argument out). A kernel taking `*args` is named by its meta function's
+    parameters, with the meta function's defaults."""
+    try:
+        kernel = inspect.signature(op.kernel).parameters
+        meta = inspect.signature(op.meta).parameters
+    except (TypeError, ValueError):
+        return []
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    out = []
+    for name, p in kernel.items():
+        if p.kind not in positional:
+            if p.kind == p.VAR_POSITIONAL and all(q.kind != q.VAR_POSITIONAL
+                                                  for q in meta.values()):
+                named = [(q, m.default) for q, m in meta.items() if m.kind in positional]
+                out += named[len(out):]
+            break
+        m = meta.get(name)
+        if m is None and any(q.kind == q.VAR_POSITIONAL for q in meta.values()):
+            m = p  # (a meta function taking `*args` reads what it is given)
+        same = m is not None and p.default is not p.empty and _same(m.default, p.default)
+        out.append((name, p.default if same else EMPTY))
+    return out
+
+
+def _with_keywords(op: OpDef, args: tuple, kwargs: dict) -> tuple:
+    """`args` and `kwargs` of a call of `op` as its kernel's positional arguments (the
+    parameters skipped between them take their defaults)."""
+    params = parameters(op)
+    names = [name for name, _ in params]
+    unknown = [k for k in kwargs if k not in names[len(args):]]
+    if unknown:  # (PyTorch's message then prints the schema, which the registry has not)
+        raise RuntimeError(f"Unknown keyword argument '{unknown[0]}' for operator "
+                           f"'aten::{_split(op.name)[0]}'.")
+    last = max(names.index(k) for k in kwargs)
+    out = list(args)
+    for name, default in params[len(args):last + 1]:
+        if name in kwargs:
+            out.append(kwargs[name])
+        elif default is EMPTY:
+            raise TypeError(f"aten.{op.name}() missing argument '{name}'")
+        else:
+            out.append(default)
+    return tuple(out)
 
 
 class OpOverload:
@@ -27,10 +86,13 @@ class OpOverload:
         self._overloadname = overload
         self._fx_path = f"fusegrad.ops.aten.{packet}.{overload}"
 
-    def __call__(self, *args):
-        """Run the entry on positional arguments, as `dispatch.call(op, *args)`."""
+    def __call__(self, *args, **kwargs):
+        """Run the entry, as `dispatch.call(op, *args)`; keyword arguments (make_fx's graphs
+        pass those PyTorch's schema takes by keyword only) name the kernel's parameters."""
         from .._dispatch import call
 
+        if kwargs:
+            args = _with_keywords(self.op, args, kwargs)
         return call(self.op, *args)
 
     def name(self) -> str:

@@ -17,16 +17,11 @@ from .._dispatch import call
 from .._random import check_random_bounds, generator_or_default, int64_argument
 from .._scalar_conversion import float_max
 from .._shapes import broadcast_shapes, in_memory_order, memory_order, strides_order
-from . import _native
 from ._util import Spec, dtype_of, not_implemented_for, rand_array
 from .arithmetic import not_implemented_derivative
 from .registry import Sample, register
 from .sorting import topk_kernel
 from .views import _expand_shape
-
-# The float32 uniform and normal draws' C kernels (`native/random.c`), found through the
-# native layer.
-draws.use_native_kernels(_native.function)
 
 _FLOAT_KINDS = "f"
 

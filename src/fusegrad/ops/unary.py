@@ -191,6 +191,7 @@ _RELU_BITS = {dt: (np.int32 if dt.itemsize == 4 else np.int64, zero)
               for dt, zero in _RELU_ZERO.items()}
 
 
+_F16 = np.dtype(np.float16)  # (whose maximum takes its operands the other way round)
 # NumPy's maximum as a module global: a small relu is a ~1 us call, of which looking up
 # `np.maximum` took ~30 ns.
 _maximum = np.maximum
@@ -216,40 +217,61 @@ def _relu_native(a: np.ndarray, out: np.ndarray) -> bool:
     return True
 
 
+def _relu_float(a):
+    """relu of a float32 or float64 array: relu's `ufunc`, which the recorders call
+    themselves for such an array (`_recorders.UFUNC`), as they call exp's NumPy ufunc: the
+    kernel's dtype lookup and its frame cost a tenth of a small relu with grad."""
+    # (No local for the dtype or size before the common small case: each costs ~20 ns of a
+    # ~1 us call.) The zero comes first: NumPy's maximum returns its second argument where
+    # the two are equal, so -0.0 stays -0.0, as PyTorch's relu keeps it; a NaN stays NaN.
+    if a.size < RELU_SIMD_MIN or not a.flags.c_contiguous:
+        return _maximum(_RELU_ZERO[a.dtype], a)
+    return _relu_contiguous(a)
+
+
+def _relu_contiguous(a):
+    """relu of a C-contiguous float32/float64 array of at least `RELU_SIMD_MIN` values:
+    against a block of zeros, in C beyond `RELU_NATIVE_MIN`."""
+    dt = a.dtype
+    n = a.size
+    zeros = _RELU_ZEROS[dt]
+    if n <= RELU_ZERO_BLOCK:
+        return np.maximum(zeros[:n].reshape(a.shape), a)
+    out = np.empty(a.shape, dt)
+    if n >= RELU_NATIVE_MIN and _relu_native(a, out):
+        return out
+    flat, dst = a.reshape(-1), out.reshape(-1)
+    rows = n // RELU_ZERO_BLOCK
+    whole = rows * RELU_ZERO_BLOCK
+    src_rows = flat[:whole].reshape(rows, RELU_ZERO_BLOCK)
+    dst_rows = dst[:whole].reshape(rows, RELU_ZERO_BLOCK)
+
+    def part(i: int, j: int) -> None:  # rows shared between threads
+        np.maximum(zeros, src_rows[i:j], out=dst_rows[i:j])
+
+    _parallel.for_chunks(part, rows, whole)
+    if whole < n:
+        np.maximum(zeros[:n - whole], flat[whole:], out=dst[whole:])
+    return out
+
+
 def _relu_kernel(a):
     zero = _RELU_ZERO.get(a.dtype)
-    if zero is not None:
-        # (No local for the dtype or size before the common small case: each costs ~20 ns
-        # of a ~1 us call.) The zero comes first: NumPy's maximum returns its second
-        # argument where the two are equal, so -0.0 stays -0.0, as PyTorch's relu keeps it.
+    if zero is not None:  # `_relu_float`'s steps, without its frame (relu_, modes)
         if a.size < RELU_SIMD_MIN or not a.flags.c_contiguous:
             return _maximum(zero, a)
-        dt = a.dtype
-        n = a.size
-        zeros = _RELU_ZEROS[dt]
-        if n <= RELU_ZERO_BLOCK:
-            return np.maximum(zeros[:n].reshape(a.shape), a)
-        out = np.empty(a.shape, dt)
-        if n >= RELU_NATIVE_MIN and _relu_native(a, out):
-            return out
-        flat, dst = a.reshape(-1), out.reshape(-1)
-        rows = n // RELU_ZERO_BLOCK
-        whole = rows * RELU_ZERO_BLOCK
-        src_rows = flat[:whole].reshape(rows, RELU_ZERO_BLOCK)
-        dst_rows = dst[:whole].reshape(rows, RELU_ZERO_BLOCK)
-
-        def part(i: int, j: int) -> None:  # rows shared between threads
-            np.maximum(zeros, src_rows[i:j], out=dst_rows[i:j])
-
-        _parallel.for_chunks(part, rows, whole)
-        if whole < n:
-            np.maximum(zeros[:n - whole], flat[whole:], out=dst[whole:])
-        return out
+        return _relu_contiguous(a)
     dt = a.dtype
     if dt.kind in "bc":  # `dt == np.bool_` converts the type on every call: test the kind
         _relu_check(dt)
-    out = np.maximum(0, a)  # a Python 0 keeps the array's dtype (NumPy 2's promotion)
+    # A Python 0 keeps the array's dtype (NumPy 2's promotion). NumPy's float16 maximum
+    # returns its first argument where the two are equal (the other loops their second), so
+    # the input comes first there: -0.0 stays -0.0, as PyTorch's relu keeps it.
+    out = np.maximum(a, 0) if dt is _F16 else np.maximum(0, a)
     return out if out.dtype is dt else out.astype(dt)
+
+
+_relu_kernel.ufunc = _relu_float  # float arrays: the recorders call it themselves
 
 
 def _relu_inplace_kernel(a):

@@ -8,8 +8,9 @@ from .._sparse import SparseTensor
 from .._tensor import Tensor
 from ..ops import sparse as _ops
 from ..ops.sparse_twins import sparse_sum_op
+from ._softmax import log_softmax, softmax
 
-__all__ = ["addmm", "mm", "sum"]
+__all__ = ["addmm", "log_softmax", "mm", "softmax", "sum"]
 
 
 def mm(mat1: Tensor, mat2: Tensor) -> Tensor:

@@ -7,6 +7,9 @@ import inspect
 
 from ..._fake import FakeTensor
 from ..._tensor import Tensor
+from ...ops.overloads import EMPTY as _EMPTY
+from ...ops.overloads import _same
+from ...ops.overloads import parameters as _defaults
 from ...ops.registry import OpDef
 from .tracing import Tracer
 
@@ -17,33 +20,32 @@ _NO_SCHEMA_DEFAULT = frozenset(("half_to_float", "self_is_result", "train", "ord
                                 "full_matrices", "reduction"))
 
 
-def _defaults(op: OpDef) -> list:
-    """The positional parameters of `op`'s kernel as (name, default or `_EMPTY`) pairs,
-    defaults kept only where the meta function has the same one (both run on a call that
-    leaves the argument out)."""
-    try:
-        kernel = inspect.signature(op.kernel).parameters
-        meta = inspect.signature(op.meta).parameters
-    except (TypeError, ValueError):
-        return []
-    out = []
-    for name, p in kernel.items():
-        if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
-            break
-        m = meta.get(name)
-        same = m is not None and p.default is not p.empty and _same(m.default, p.default)
-        out.append((name, p.default if same else _EMPTY))
-    return out
+# Parameters PyTorch's schemas take by keyword only wherever they take them (`cumsum(Tensor
+# self, int dim, *, ScalarType? dtype=None)`); one of them in a call starts its keyword part.
+_KEYWORD_ONLY = frozenset((
+    "dtype", "memory_format", "rounding_mode", "correction", "decimals", "include_self",
+    "stable", "approximate", "out_int32", "right", "side", "sorter", "invert",
+    "assume_unique", "check_errors", "hermitian", "driver", "pivot", "adjoint", "density",
+    "sparse_grad", "implicit", "attn_mask"))
+# Scale factors PyTorch's schemas take by keyword where they follow the tensor operands
+# (`add.Tensor(self, other, *, Scalar alpha=1)`, `addcmul(..., *, Scalar value=1)`) but
+# positionally in the overloads of a number (`add.Scalar(self, Scalar other, Scalar alpha=1)`)
+# and where they are an operand (`celu(self, alpha)`): by keyword with the default 1.
+_KEYWORD_SCALES = frozenset(("alpha", "beta", "value"))
 
 
-_EMPTY = inspect.Parameter.empty
-
-
-def _same(a, b) -> bool:
-    """Whether values `a` and `b` are one argument (a bool is no int; a tuple is a list)."""
-    if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
-    return type(a) is type(b) and a == b
+def _keyword_start(op: OpDef, params: list) -> int | None:
+    """The position of the first parameter of `op` PyTorch's schema takes by keyword only
+    (`params` from `_defaults`), or None."""
+    if op.view:  # (`view.dtype(self, ScalarType dtype)`)
+        return None
+    for i, (name, default) in enumerate(params):
+        if name in _KEYWORD_ONLY:
+            return i
+        if name in _KEYWORD_SCALES and i >= 2 and default.__class__ is int and \
+                default == 1 and not op.name.endswith(".Scalar"):
+            return i
+    return None
 
 
 def _int_list(a):
@@ -55,21 +57,35 @@ def _int_list(a):
 
 def torch_style_args(graph) -> None:
     """Write the op calls of a traced graph as PyTorch's dispatcher hands them over: int
-    tuples as lists, and trailing arguments equal to their defaults left out (its printed
-    `aten.sum.dim_IntList(x, [1], True)`)."""
+    tuples as lists, the parameters its schema takes by keyword only as keyword arguments,
+    and arguments equal to their defaults left out where nothing positional follows them (its
+    printed `aten.sum.dim_IntList(x, [1], dtype = torch.float64)`)."""
     for node in graph.nodes:
         op = getattr(node.target, "op", None) if node.op == "call_function" else None
         if not isinstance(op, OpDef):
             continue
         args = [_int_list(a) for a in node.args]
         params = _defaults(op)
+        # (the overloads named for their dims, `mean.dim`, `squeeze.dims`, have no default
+        # for them in torch's schema: None is written out there)
+        overload = op.name.partition(".")[2]
+        start = _keyword_start(op, params)
+        kwargs = {}
+        if start is not None and start < len(args):
+            for (name, default), value in zip(params[start:], args[start:]):
+                if default is _EMPTY or name in _NO_SCHEMA_DEFAULT or \
+                        not _same(value, default):
+                    kwargs[name] = value
+            args = args[:start]
         while args and len(args) <= len(params):
             name, default = params[len(args) - 1]
-            if name in _NO_SCHEMA_DEFAULT or default is _EMPTY or \
-                    (name == "dims" and args[-1] is None) or not _same(args[-1], default):
+            if name in _NO_SCHEMA_DEFAULT or default is _EMPTY or not _same(args[-1], default) \
+                    or (name == "dims" and args[-1] is None and "dim" in overload):
                 break
             args.pop()
         node.args = tuple(args)
+        if kwargs:
+            node.kwargs = kwargs
 
 
 def placeholder_names(fn, n: int) -> list[str]:

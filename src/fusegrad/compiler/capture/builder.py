@@ -559,7 +559,7 @@ class GraphBuilder:
         if any(f is func for f in self.fresh_functions):
             return None
         name = re.sub(r"[^0-9a-zA-Z]+", "_", getattr(func, "__name__", "fn"))
-        return self.guards.ref(func, f"fn_{name}")
+        return self.guards.ref(func, f"fn_{name}", weak=True)
 
     def _tensor_input(self, value: Tensor, source: str) -> TensorVariable:
         var = self.inputs.get(source)

@@ -1214,6 +1214,24 @@ def _next_of_generator(tr, gen: LazyIteratorVariable, default: list) -> Variable
     raise Unsupported("next() of an empty generator (StopIteration)")
 
 
+def _generator_send(tr, gen: GeneratorVariable, value: Variable | None, bad: bool) -> Variable:
+    """`gen.send(value)` (`value` None: `gen.__next__()`) of a generator made in the graph:
+    `value` becomes what the `yield` it stopped at gives, and its code runs on up to its
+    next `yield`, as Dynamo runs it. What Python raises (sending a value into a generator
+    not started, one used up) is a break, raised for real."""
+    if bad:
+        raise Unsupported("generator.send() or __next__() with other arguments")
+    if value is not None and gen.frame is None and not (
+            isinstance(value, ConstantVariable) and value.value is None):
+        raise Unsupported("a value sent into a generator not started (TypeError)")
+    if value is not None and gen.frame is not None:
+        gen.frame.stack[-1] = value  # (what YIELD_VALUE pushed for `next()`: None)
+    item = tr.next_item(gen)
+    if item is None:
+        raise Unsupported("send() or next() of a finished generator (StopIteration)")
+    return item
+
+
 def _outside_setdefault(tr, obj: DictVariable, args: list) -> Variable:
     """`d.setdefault(key[, default])` of a dict read from the frame (its keys guarded): the
     item if the dict has the key, else the default, stored after the graph as `d[key] =
@@ -2155,6 +2173,9 @@ def _row_major(t: Tensor) -> bool:
 
 def _call_method(tr, fn: MethodVariable, args, kwargs) -> Variable:
     obj, name = fn.obj, fn.name
+    if isinstance(obj, GeneratorVariable):
+        return _generator_send(tr, obj, args[0] if name == "send" and args else None,
+                               len(args) != (name == "send") or bool(kwargs))
     if isinstance(obj, TensorVariable):
         _refuse_new_leaf(kwargs)
         if name == "requires_grad_" and not (args and isinstance(args[0], ConstantVariable)

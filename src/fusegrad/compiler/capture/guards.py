@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import operator
 import types
+import weakref
 
 import numpy as np
 
@@ -127,6 +128,14 @@ class GuardSet:
         self._seen: set[str] = set()
         self._contents: set[str] = set()  # sources guarded by `contents`
         self._first: list[str] = []  # expressions tested first (see `add`)
+        # Names in `values` holding a weak reference to the object (see `ref`), and what
+        # to call once with this set when one of them dies (`on_death`).
+        self.weak: set[str] = set()
+        self.dead = False
+        self.on_death: list = []
+        self._pinned: list = []  # weakly named objects also used as constants
+        # The weakly named objects, held while capturing and until the first run (`take`).
+        self._capturing: list = []
 
     def add(self, expr: str, first: bool = False) -> None:
         """Add a plain expression guard (once). A `first` one is tested before every other,
@@ -170,20 +179,66 @@ class GuardSet:
         elif _is_plain_data(value):
             self.add(f"{self._type_test(source, value)} and {self._equals(source, value)}")
         else:
-            self.add(f"{source} is {self.ref(value)}")
+            self.add(f"{source} is {self.ref(value, weak=True)}")
 
-    def ref(self, value, hint: str = "obj") -> str:
-        """The name under which the guard and rebuild code see `value` (one per object)."""
+    def ref(self, value, hint: str = "obj", weak: bool = False) -> str:
+        """The expression under which the guard and rebuild code see `value` (one name per
+        object). With `weak` (an object read from a source and guarded by identity there)
+        an object of the program's (a module, a tensor, a function, an instance of its
+        classes) is held by a weak reference, read as `___obj()`, as Dynamo's guards hold
+        the objects they name: the compiled function does not keep it alive, and when it
+        dies the guards holding it fail for good (`on_death`). Another value (one the
+        capture made, which nothing else may hold) is held strongly."""
         for k, v in self.values.items():
-            if v is value:
+            if k in self.weak:
+                if v() is value:
+                    if not weak:  # (now also needed where no source holds it)
+                        self._pinned.append(value)
+                    return f"{k}()"
+            elif v is value:
                 return k
         base = f"___{hint}" if hint.isidentifier() else "___obj"
         key, n = base, 0
         while key in self.values or key == "___closure":
             n += 1
             key = f"{base}{n}"
+        if weak and _held_weakly(value):
+            self.values[key] = weakref.ref(value, self._died)
+            self.weak.add(key)
+            self._capturing.append(value)
+            return f"{key}()"
         self.values[key] = value
         return key
+
+    def referent(self, expr: str, default=None):
+        """The object `ref` gave expression `expr` for (`default` if none or dead)."""
+        name = expr[:-2] if expr.endswith("()") else expr
+        value = self.values.get(name, default)
+        if name in self.weak:
+            value = value()
+            return default if value is None else value
+        return value
+
+    def take(self) -> list:
+        """The weakly named objects, held since the capture read them, handed over (the
+        call that captured runs with them, even one a property made anew on each read)."""
+        held, self._capturing = self._capturing, []
+        return held
+
+    def when_dead(self, hook) -> None:
+        """Call `hook()` once an object these guards hold weakly dies (now if one has)."""
+        if self.dead:
+            hook()
+        else:
+            self.on_death.append(hook)
+
+    def _died(self, _ref) -> None:
+        # An object the guards name by identity died: no later object can be it.
+        if not self.dead:
+            self.dead = True
+            for hook in self.on_death:
+                hook()
+            self.on_death.clear()
 
     def _type_test(self, source: str, value) -> str:
         cls = type(value)
@@ -474,6 +529,27 @@ def _helpers() -> dict:
 
 _BUILTIN_DATA = (bool, int, float, str, complex, bytes, tuple, frozenset, type(None),
                  type(...))
+
+
+# Objects guards hold strongly: classes, modules and code live as long as the program, and
+# a bound method or builtin is made anew by each attribute read (a weak reference to one
+# would die at once and fail the guards of every call).
+_HELD_STRONGLY = (type, types.ModuleType, types.CodeType, types.MethodType,
+                  types.BuiltinFunctionType, types.BuiltinMethodType,
+                  types.WrapperDescriptorType, types.MethodWrapperType,
+                  types.MethodDescriptorType, types.GetSetDescriptorType,
+                  types.MemberDescriptorType, weakref.ref)
+
+
+def _held_weakly(value) -> bool:
+    """Whether guards hold `value` by a weak reference (see `GuardSet.ref`)."""
+    if isinstance(value, _HELD_STRONGLY) or _is_plain_data(value):
+        return False
+    try:
+        weakref.ref(value)
+    except TypeError:  # (lists, dicts, tuples, objects with `__slots__` and no weakref)
+        return False
+    return True
 
 
 def _is_plain_data(value) -> bool:

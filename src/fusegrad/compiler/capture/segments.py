@@ -100,7 +100,7 @@ from .variables import (
 from .versions import comprehension_regions, normal_flow
 
 # A failed identity guard on a value of the stack at a resume point (`S[2] is ___obj1`).
-_STACK_IDENTITY = re.compile(r"S\[(\d+)\] is (___\w+)")
+_STACK_IDENTITY = re.compile(r"S\[(\d+)\] is (___\w+(?:\(\))?)")
 _MISSING = object()
 
 
@@ -173,6 +173,42 @@ def _note_callee(f):
     return f
 
 
+def _never(L, S, G) -> bool:
+    """The check of a cache entry whose guards named an object that died."""
+    return False
+
+
+def _holding(seg: Segment, run, held: list):
+    """`run` for the call that captured `seg`, holding the objects its guards name weakly
+    (`held`) until it returned; later calls run `run` itself."""
+    def first_run(L, S, G):
+        seg.run = run
+        try:
+            return run(L, S, G)
+        finally:
+            held.clear()
+
+    return first_run
+
+
+def _forget(segments: dict, seg: Segment):
+    """What to do when an object `seg`'s guards name by identity dies: its check fails
+    for good and its runner's cache (`segments`) drops it, as Dynamo invalidates such a
+    cache entry."""
+    seg_ref = weakref.ref(seg)
+
+    def forget() -> None:
+        seg = seg_ref()
+        if seg is None:
+            return
+        seg.check = _never
+        entries = segments.get(seg.start)
+        if entries is not None:
+            entries[:] = [s for s in entries if s is not seg]
+
+    return forget
+
+
 class FrameRunner:
     """The segments of one code object under one backend, and how to run them."""
 
@@ -218,6 +254,15 @@ class FrameRunner:
         # its first argument, and of a class whose method it is, is followed by type from
         # the first capture (it is called with each instance).
         self.self_by_type = False
+
+    def share_cache(self, other: FrameRunner) -> None:
+        """Use the cache of `other`, a runner of the same function and backend for another
+        `compile()` of it (with another `fullgraph`): what either captures, the other
+        reuses, as the compiled wrappers of one code object share its cache entries in
+        PyTorch."""
+        self.segments, self.stops = other.segments, other.stops
+        self.dynamic = other.dynamic
+        self.module_seen, self.varied_modules = other.module_seen, other.varied_modules
 
     @property
     def limit(self) -> int:
@@ -319,6 +364,11 @@ class FrameRunner:
                       f"by the following guard failure(s): {reason}")
         seg = self.capture(offset, L, S)
         entries.append(seg)
+        if seg.guards is not None and seg.guards.weak:
+            held = seg.guards.take()
+            if seg.run is not None and seg.kind != "eager" and not seg.native:
+                seg.run = _holding(seg, seg.run, held)  # (this call runs it next)
+            seg.guards.when_dead(_forget(self.segments, seg))
         return seg
 
     def _fresh_on_stack(self, offset: int, last: Segment, reason: str, S: list):
@@ -332,7 +382,7 @@ class FrameRunner:
         if offset == 0 or found is None or last.guards is None:
             return None
         index, name = int(found.group(1)), found.group(2)
-        before = last.guards.values.get(name, _MISSING)
+        before = last.guards.referent(name, _MISSING)
         if before is _MISSING or index >= len(S) or type(S[index]) is not type(before):
             return None
         line = _line_of(self.code, offset)

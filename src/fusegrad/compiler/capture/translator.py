@@ -41,6 +41,7 @@ from .variables import (
     DequeVariable,
     DictVariable,
     DictViewVariable,
+    GeneratorVariable,
     IteratorVariable,
     LazyIteratorVariable,
     ListVariable,
@@ -690,6 +691,8 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
         if isinstance(obj, PartialVariable) and name in ("func", "args"):
             # (not `keywords`: the real partial's dict, which a copy here would not be)
             return obj.func if name == "func" else TupleVariable(obj.args)
+        if isinstance(obj, GeneratorVariable) and name in ("send", "__next__"):
+            return MethodVariable(obj, name)  # (run into the graph: `calls.py`)
         raise Unsupported(f"attribute {name!r} of {type(obj).__name__}")
 
     def _python_getattr(self, obj: ConstantVariable, name: str) -> Variable | None:
@@ -777,7 +780,7 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
         the guard scope: guards on what it holds then skip re-reading the source's chain."""
         if isinstance(v, ConstantVariable) and v.source is not None and not self.concrete and \
                 not _is_plain_data(v.value) and not isinstance(v.value, _NOT_BY_IDENTITY):
-            return self.builder.guards.ref(v.value)
+            return self.builder.guards.ref(v.value, weak=True)
         return self.source_of(v)
 
     def tensor_attr(self, t: TensorVariable, name: str) -> Variable:

@@ -55,7 +55,7 @@ class Scatter:
 
 
 def _at(value: Any, index: tuple):
-    from .lower import body_at
+    from .lower_pointwise import body_at
 
     return body_at(value, index)
 
@@ -63,7 +63,7 @@ def _at(value: Any, index: tuple):
 def lower_scatter(g, a, dim, index, src, accumulate: bool = False) -> Buffer:
     """The scatter kernel of `scatter(a, dim, index, src)` (`scatter_add` with
     `accumulate`), registered as a computation of graph lowering `g`; its buffer."""
-    from .lower import NotLowered, is_tensor
+    from .lower_pointwise import NotLowered, is_tensor
 
     if not all(is_tensor(x) and not isinstance(x, ScalarInput) for x in (a, index, src)):
         raise NotLowered("scatter of numbers")
