@@ -135,13 +135,16 @@ def resolve(kind: str, attrs: dict):
 
         return _property(name) if name in TENSOR_PROPERTIES else None
     if form == "overload":
-        from ..ops import REGISTRY, aten
+        from ..ops import aten
+        from ..ops.overloads import OpOverload
 
         overload = attrs.get("overload", "default")
-        entry = name if overload == "default" else f"{name}.{overload}"
-        if not isinstance(overload, str) or entry not in REGISTRY:
+        if not isinstance(overload, str) or not _public(overload):
             return None
-        return getattr(getattr(aten, name), overload)
+        # (a registry entry, or a handle of one such as `gt.Scalar`, as traced graphs record
+        # a comparison with a number)
+        handle = getattr(getattr(aten, name, None), overload, None)
+        return handle if isinstance(handle, OpOverload) else None
     return None
 
 

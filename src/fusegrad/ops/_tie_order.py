@@ -14,6 +14,7 @@ kernel sorts by; each function permutes the list `keys` and the parallel list `i
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import numpy as np
@@ -255,3 +256,13 @@ def quickselect(keys: list, idx: list, k: int, greater: Callable) -> None:
             lo = i
         if j >= k:
             hi = j - 1
+
+
+@functools.lru_cache(maxsize=256)
+def first_of_equals(n: int) -> int:
+    """The index `std::nth_element(begin, begin, end)` leaves first in a row of `n` values that
+    all compare equivalent (none before another), as PyTorch's `nanmedian` kernel sorts a row
+    of only NaNs: its partitions still swap elements, so the index is a function of `n`."""
+    keys, idx = [0] * n, list(range(n))
+    nth_element(keys, idx, 0, lambda x, y: False)
+    return idx[0]

@@ -24,17 +24,37 @@ def _same(a, b) -> bool:
     return type(a) is type(b) and a == b
 
 
+# PyTorch's parameters and defaults where the kernel's do not tell them: the activations whose
+# kernels take `*params` (named as torch's schemas name them, each default the value the
+# functional layer passes for an argument left out: `softplus`'s `1.0`, where the schema's is
+# `1`) and `hardtanh`, whose schema's defaults are the ints -1 and 1 (`F.hardtanh`'s floats
+# `-1.0`, `1.0` are then written out, as PyTorch's graphs write them).
+_ELU = (("alpha", 1), ("scale", 1), ("input_scale", 1))
+_SCHEMA_PARAMETERS = {
+    "gelu": (("approximate", "none"),),
+    "softplus": (("beta", 1.0), ("threshold", 20.0)),
+    "leaky_relu": (("negative_slope", 0.01),),
+    "leaky_relu_": (("negative_slope", 0.01),),
+    "elu": _ELU,
+    "elu_": _ELU,
+    "hardtanh": (("lo", -1), ("hi", 1)),
+    "hardtanh_": (("lo", -1), ("hi", 1)),
+}
+
+
 def parameters(op: OpDef) -> list:
     """The positional parameters of `op`'s kernel as (name, default or `EMPTY`) pairs,
     defaults kept only where the meta function has the same one or takes `*args` (both run
     on a call that leaves the argument out). A kernel taking `*args` is named by its meta function's
-    parameters, with the meta function's defaults."""
+    parameters, with the meta function's defaults; `_SCHEMA_PARAMETERS` names those of a kernel
+    taking `*params` and gives torch's defaults over the kernel's."""
     try:
         kernel = inspect.signature(op.kernel).parameters
         meta = inspect.signature(op.meta).parameters
     except (TypeError, ValueError):
         return []
     positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    schema = _SCHEMA_PARAMETERS.get(op.name, ())
     out = []
     for name, p in kernel.items():
         if p.kind not in positional:
@@ -42,12 +62,17 @@ def parameters(op: OpDef) -> list:
                                                   for q in meta.values()):
                 named = [(q, m.default) for q, m in meta.items() if m.kind in positional]
                 out += named[len(out):]
+            elif p.kind == p.VAR_POSITIONAL:
+                out += schema
             break
         m = meta.get(name)
         if m is None and any(q.kind == q.VAR_POSITIONAL for q in meta.values()):
             m = p  # (a meta function taking `*args` reads what it is given)
         same = m is not None and p.default is not p.empty and _same(m.default, p.default)
         out.append((name, p.default if same else EMPTY))
+    if schema:  # (torch's defaults over the kernel's)
+        given = dict(schema)
+        out = [(name, given.get(name, default)) for name, default in out]
     return out
 
 
@@ -112,7 +137,7 @@ class OpOverload:
     __str__ = __repr__
 
     def __reduce__(self):
-        return (_overload_of_name, (self.op.name,))
+        return (_overload_of_handle, (self.__name__, self._overloadname))
 
 
 class OpOverloadPacket:
@@ -144,6 +169,12 @@ def _split(name: str) -> tuple[str, str]:
     return packet, overload or "default"
 
 
+# PyTorch's comparisons with a number have overloads of their own (`gt.Scalar`), which its
+# graphs record for `x > 0`; the registry's `.Tensor` entries take the number, so those
+# overloads are handles of the `.Tensor` entries.
+_SCALAR_OVERLOADS = frozenset(("eq", "ne", "lt", "le", "gt", "ge"))
+
+
 class _AtenNamespace:
     """`fusegrad.ops.aten`: packets made from the registry on first access."""
 
@@ -161,6 +192,8 @@ class _AtenNamespace:
                 p, ov = _split(key)
                 if p == name:
                     overloads[ov] = op
+            if name in _SCALAR_OVERLOADS and "Tensor" in overloads:
+                overloads.setdefault("Scalar", overloads["Tensor"])
             if not overloads:
                 raise AttributeError(f"'_OpNamespace' 'aten' object has no attribute '{name}'")
             packet = packets[name] = OpOverloadPacket(name, overloads)
@@ -181,6 +214,10 @@ def overload_of(op: OpDef) -> OpOverload:
 
 def _overload_of_name(name: str) -> OpOverload:
     return overload_of(REGISTRY[name])
+
+
+def _overload_of_handle(packet: str, overload: str) -> OpOverload:
+    return getattr(getattr(aten, packet), overload)
 
 
 def as_opdef(target) -> OpDef | None:

@@ -18,6 +18,7 @@ import numpy as np
 from .. import _dtype
 from .._dispatch import call
 from . import _onnx as _ox
+from . import _tie_order
 from ._util import (
     F32,
     HALF,
@@ -106,6 +107,11 @@ def _nanmedian_dim_kernel(a, dim, keepdim=False):
     n_valid = (~np.isnan(a)).sum(axis=d, keepdims=True)
     pos = np.maximum((n_valid - 1) // 2, 0)
     idx = np.take_along_axis(order, pos, d)
+    # A row of only NaNs: PyTorch's selection treats its NaNs as equivalent and leaves
+    # whichever its partitioning put first (index 2 of 4), not the stable order's 0.
+    all_nan = n_valid == 0
+    if all_nan.any():
+        idx = np.where(all_nan, _tie_order.first_of_equals(a.shape[d]), idx)
     vals = np.take_along_axis(a, idx, d)
     if not keepdim:
         vals, idx = np.squeeze(vals, d), np.squeeze(idx, d)

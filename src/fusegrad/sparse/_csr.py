@@ -5,9 +5,13 @@ A `SparseCsrTensor` holds no strided data: `_crow` (rows + 1 offsets) and `_col`
 entry) are int64 arrays, `_val` the entries' values, row by row, columns sorted. It converts
 to and from strided and COO tensors (`to_dense`, `to_sparse`, `to_sparse_csr`) and multiplies
 a strided matrix on either side (`mm`, `@`: the gradient of the strided operand is recorded,
-`MmBackward0`); any other op raises PyTorch's "no kernel for the 'SparseCsrCPU' backend"
-error. CSR tensors take no part in autograd themselves: converting a tensor that requires
-grad (in grad mode) raises rather than dropping its gradient.
+`MmBackward0`). The ops that work on the arrays as they stand run too: `add` (CSR + CSR is
+CSR on the union of the patterns, with a strided operand strided), `mul` (by a number or 0-d
+tensor, a strided matrix or CSR: CSR on the CSR pattern or the patterns' intersection), `neg`
+and `sum()` (a strided 0-d). Any other op raises PyTorch's "no kernel for the 'SparseCsrCPU'
+backend" error (`t()`, whose result PyTorch gives in the CSC layout, among them). CSR tensors
+take no part in autograd themselves: converting a tensor that requires grad (in grad mode)
+raises rather than dropping its gradient, and so does `mul` by a tensor that requires grad.
 """
 
 from __future__ import annotations
@@ -16,12 +20,14 @@ import numpy as np
 
 from .. import _dtype, _sparse
 from .._dtype import FROM_NP
+from .._scalar_conversion import not_implemented_for
 from .._sparse import SparseLayoutTensor, SparseTensor, backend_error, sparse_csr
 from .._tensor import Tensor
 from .._thread_state import local as _local
+from ..ops.arithmetic import alpha_refusal
 from ..ops.registry import OpDef
 from ..ops.sparse import _no_meta
-from ..ops.sparse_twins import mm_twin
+from ..ops.sparse_twins import _scaled, add_twin, mm_twin
 
 
 class SparseCsrTensor(SparseLayoutTensor):
@@ -42,8 +48,9 @@ class SparseCsrTensor(SparseLayoutTensor):
     @classmethod
     def _op_for(cls, op):
         """`mm` (a strided matrix on the other side); PyTorch's backend error for the rest."""
-        if op.name == "mm":
-            return _csr_mm
+        twin = _TWINS.get(op.name)
+        if twin is not None:
+            return twin
         raise backend_error(op.name.split(".")[0], "SparseCsrCPU")
 
     # ------------------------------------------------------------ metadata
@@ -258,3 +265,137 @@ def _mm_grads(g, a, b):
 
 _csr_mm = OpDef("mm", kernel=_mm_kernel, meta=_no_meta, node="MmBackward0",
                 derivative=_mm_grads, save=lambda out, a, b: (a, b))
+
+
+# ---------------------------------------------------------------- elementwise
+
+
+def _keys(t: SparseCsrTensor) -> np.ndarray:
+    """Each entry's flat position (row-major), increasing as the entries are stored."""
+    return t._rows() * t._sshape[1] + t._col
+
+
+def _from_keys(keys: np.ndarray, val: np.ndarray, shape, dt) -> SparseCsrTensor:
+    rows, col = np.divmod(keys, max(shape[1], 1))
+    crow = np.zeros(shape[0] + 1, np.int64)
+    np.cumsum(np.bincount(rows, minlength=shape[0]), out=crow[1:])
+    return SparseCsrTensor._new(crow, col.astype(np.int64), val, shape, dt)
+
+
+def _no_grad_operand(t, name: str) -> None:
+    if isinstance(t, Tensor) and t.requires_grad and _local.grad_mode:
+        raise NotImplementedError(
+            f"{name}: a sparse CSR operand with a tensor that requires grad is not supported, "
+            f"as sparse CSR tensors take no part in autograd here")
+
+
+def _add_kernel(a, b, alpha=1):
+    if isinstance(a, SparseTensor) or isinstance(b, SparseTensor):
+        raise backend_error("add", "SparseCsrCPU")  # (PyTorch fails an internal assert)
+    ca, cb = isinstance(a, SparseCsrTensor), isinstance(b, SparseCsrTensor)
+    if not (ca and cb):  # PyTorch names the strided operand (or number) `self` here
+        strided, csr = (b, a) if ca else (a, b)
+        shape = list(strided.shape) if isinstance(strided, Tensor) else []
+        if shape != list(csr.shape):
+            raise RuntimeError(
+                f"add: expected 'self' and 'other' to have same size, but self has size "
+                f"{shape} while other has size {list(csr.shape)} (FYI: op2-sparse addition "
+                f"does not currently support broadcasting)")
+    elif tuple(a.shape) != tuple(b.shape):
+        raise RuntimeError(
+            f"torch.add: Expected input tensors to have the same shape, but got tensor `self` "
+            f"with shape {list(a.shape)} and tensor `other` with shape {list(b.shape)}")
+    dt = _dtype.promote_types(a._dtype, b._dtype)
+    if not (ca and cb):  # with a strided operand the sum is strided
+        # PyTorch scales the CSR operand by alpha on either side (CSR + alpha * strided
+        # gives strided + alpha * CSR), while its derivative still scales `other`'s.
+        strided = (b if ca else a).detach()._data
+        csr = (a if ca else b).to_dense()._data
+        out = strided.astype(dt.np) + (csr * alpha if alpha != 1 else csr).astype(dt.np)
+        return Tensor._make(np.asarray(out, dt.np), dt)
+    refusal = alpha_refusal(dt, alpha)
+    if refusal is not None:
+        raise RuntimeError(refusal)
+    if a is b:  # one tensor twice: its own pattern, any dtype
+        val = np.asarray(a._val * (1 + alpha)).astype(a._val.dtype)
+        return SparseCsrTensor._new(a._crow.copy(), a._col.copy(), val, a._sshape, dt)
+    # Otherwise PyTorch's CSR sum runs for single and double precision of one dtype only.
+    if dt.name not in ("float32", "float64", "complex64", "complex128"):
+        raise not_implemented_for("add_out_sparse_csr_impl_mkl", dt)
+    for t in (a, b):
+        if t._dtype is not dt:
+            raise RuntimeError(f"expected scalar type {dt.legacy} but found {t._dtype.legacy}")
+    keys, inverse = np.unique(np.concatenate([_keys(a), _keys(b)]), return_inverse=True)
+    val = np.zeros(keys.shape[0], dt.np)
+    np.add.at(val, inverse[:a._nnz()], a._val.astype(dt.np))
+    bval = b._val * alpha if alpha != 1 else b._val
+    np.add.at(val, inverse[a._nnz():], np.asarray(bval).astype(dt.np))
+    return _from_keys(keys, val, a._sshape, dt)
+
+
+def _mul_kernel(a, b):
+    if not isinstance(a, SparseCsrTensor):
+        a, b = b, a
+    _no_grad_operand(b, "mul")
+    if not isinstance(b, Tensor):  # a Python number: the CSR dtype unless it must widen
+        val = _scaled(a._val, b, np.multiply)
+        return SparseCsrTensor._new(a._crow.copy(), a._col.copy(), val, a._sshape)
+    if isinstance(b, SparseTensor) and b.dim() == 2:
+        b = to_sparse_csr(b)
+    dt = _dtype.promote_types(a._dtype, b._dtype)
+    if b.dim() == 0 and b._dtype.category <= a._dtype.category:
+        dt = a._dtype  # a 0-d factor of no higher kind keeps the CSR dtype (else its own)
+    elif b.dim() == 0:
+        dt = b._dtype
+    if isinstance(b, SparseCsrTensor):  # the product on the patterns' intersection
+        if dt is _dtype.bool_:
+            raise not_implemented_for("mul_out_sparse", dt)
+        if tuple(a.shape) != tuple(b.shape):
+            raise backend_error("mul", "SparseCsrCPU")
+        keys, ia, ib = np.intersect1d(_keys(a), _keys(b), assume_unique=True,
+                                      return_indices=True)
+        val = a._val[ia].astype(dt.np) * b._val[ib].astype(dt.np)
+        return _from_keys(keys, np.asarray(val, dt.np), a._sshape, dt)
+    if b.dim() == 0:
+        other = b._data
+    elif tuple(b.shape) != tuple(a.shape):
+        raise RuntimeError(f"sparse_mask(): operands have incompatible sizes; self has size "
+                           f"{list(b.shape)} but mask has size {list(a.shape)}")
+    else:  # a strided matrix, read at the CSR entries
+        other = b.detach()._data[a._rows(), a._col]
+    val = np.asarray(a._val.astype(dt.np) * np.asarray(other).astype(dt.np), dt.np)
+    return SparseCsrTensor._new(a._crow.copy(), a._col.copy(), val, a._sshape, dt)
+
+
+def _neg_kernel(a):
+    if a._val.dtype == np.bool_:
+        raise RuntimeError(
+            "Negation, the `-` operator, on a bool tensor is not supported. If you are trying "
+            "to invert a mask, use the `~` or `logical_not()` operator instead.")
+    return SparseCsrTensor._new(a._crow.copy(), a._col.copy(), -a._val, a._sshape, a._dtype)
+
+
+def _sum_kernel(a, dtype=None):
+    if dtype is not None:
+        dt = _dtype.as_dtype(dtype)
+    elif a._val.dtype.kind in "biu":
+        dt = _dtype.int64
+    else:
+        dt = a._dtype
+    return Tensor._make(np.asarray(a._val.astype(dt.np).sum(dtype=dt.np), dt.np), dt)
+
+
+def _no_derivative(g, *args):
+    raise NotImplementedError("sparse CSR tensors take no part in autograd here")
+
+
+# A strided operand's gradient is the sum's (the CSR one cannot require grad).
+_csr_add = OpDef("add.Tensor", kernel=_add_kernel, meta=_no_meta, node="AddBackward0",
+                 derivative=add_twin.derivative, save=add_twin.save, tensor_args=(0, 1))
+_csr_mul = OpDef("mul.Tensor", kernel=_mul_kernel, meta=_no_meta, node="MulBackward0",
+                 derivative=_no_derivative, tensor_args=(0, 1))
+_csr_neg = OpDef("neg", kernel=_neg_kernel, meta=_no_meta, node="NegBackward0",
+                 derivative=_no_derivative)
+_csr_sum = OpDef("sum", kernel=_sum_kernel, meta=_no_meta, node="SumBackward0",
+                 derivative=_no_derivative)
+_TWINS = {op.name: op for op in (_csr_mm, _csr_add, _csr_mul, _csr_neg, _csr_sum)}

@@ -7,8 +7,8 @@ import inspect
 
 from ..._fake import FakeTensor
 from ..._tensor import Tensor
+from ...ops.overloads import _SCALAR_OVERLOADS, _same, aten
 from ...ops.overloads import EMPTY as _EMPTY
-from ...ops.overloads import _same
 from ...ops.overloads import parameters as _defaults
 from ...ops.registry import OpDef
 from .tracing import Tracer
@@ -48,6 +48,32 @@ def _keyword_start(op: OpDef, params: list) -> int | None:
     return None
 
 
+_INT64_MAX = 9223372036854775807
+
+
+def _number(a) -> bool:
+    """Whether `a` is a Python number (a Scalar argument, not a graph value)."""
+    return a.__class__ in (int, float, bool, complex)
+
+
+def _as_torch_passes(op: OpDef, args: list, params: list) -> list:
+    """`args` of `op` as PyTorch's Python layer passes them where the registry's call says the
+    same in other words: a slice's omitted start and end as 0 and INT64_MAX (`x[1:]` is
+    `slice.Tensor(x, 0, 1, 9223372036854775807)`), a reduction's default correction as 1
+    (the variance family's `.correction` overloads, which PyTorch's Python layer hands
+    `correction = 1` for a reduction over dims without one, `x.std(0)`, none for `x.std()`)."""
+    if op.name == "slice.Tensor" and len(args) <= len(params):
+        args = args + [default for _, default in params[len(args):]]
+        if args[2] is None:
+            args[2] = 0
+        if args[3] is None:
+            args[3] = _INT64_MAX
+    elif op.name.endswith(".correction") and 2 <= len(args) and args[1] is not None and \
+            (len(args) < 3 or args[2] is None):
+        args = args[:2] + [1] + args[3:]
+    return args
+
+
 def _int_list(a):
     """A tuple of ints (a size, dims) as the list PyTorch's ops record it as."""
     if a.__class__ is tuple and all(x.__class__ is int for x in a):
@@ -66,9 +92,15 @@ def torch_style_args(graph) -> None:
             continue
         args = [_int_list(a) for a in node.args]
         params = _defaults(op)
+        args = _as_torch_passes(op, args, params)
+        packet, _, overload = op.name.partition(".")
+        if packet in _SCALAR_OVERLOADS and overload == "Tensor" and len(args) == 2 and \
+                _number(args[1]):
+            node.target = getattr(aten, packet).Scalar  # (`x > 0` is `gt.Scalar`)
+        elif op.name == "floor_divide.Scalar":  # (PyTorch's `x // 2` takes the number there)
+            node.target = aten.floor_divide.default
         # (the overloads named for their dims, `mean.dim`, `squeeze.dims`, have no default
         # for them in torch's schema: None is written out there)
-        overload = op.name.partition(".")[2]
         start = _keyword_start(op, params)
         kwargs = {}
         if start is not None and start < len(args):

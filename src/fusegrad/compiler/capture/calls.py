@@ -319,6 +319,24 @@ def _grad_context(f, args, tr):
     return None
 
 
+def _grad_mode_decorated(fn: GradModeVariable, args: list, kwargs: dict) -> Variable:
+    """`no_grad()(f)` or `enable_grad()(f)` (the decorator applied to a function the frame
+    made): the real wrapper the decorator makes, whose Python (a `with` block of the grad
+    mode around the call) is inlined where it is called, as a decorated module-level
+    function's is. A generator function, or one whose cells the frame may still rebind,
+    or one read from outside, is a break (the decorator applied for real)."""
+    from ...autograd.grad_mode import _decorate, enable_grad, no_grad
+
+    # (a function read from outside has a source: the wrapper would hold it unguarded)
+    f = args[0].value if len(args) == 1 and isinstance(args[0], ConstantVariable) and \
+        args[0].source is None else None
+    if kwargs or not (isinstance(f, types.FunctionType) and _is_user_function(f)) or \
+            f.__code__.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE |
+                                   inspect.CO_ASYNC_GENERATOR):
+        raise Unsupported("calling a GradModeVariable")
+    return ConstantVariable(_decorate(enable_grad if fn.mode else no_grad, f))
+
+
 def _inference_mode_class() -> type:
     """`fusegrad.inference_mode` (imported on first use, as `_grad_context` imports)."""
     from ...autograd.grad_mode import inference_mode
@@ -411,6 +429,8 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
     if isinstance(fn, GradModeVariable) and fn.exit is not None:  # leaving a with block
         tr.builder.set_grad_enabled(fn.exit)
         return ConstantVariable(None)
+    if isinstance(fn, GradModeVariable) and fn.before is None:  # `@no_grad()` on a def
+        return _grad_mode_decorated(fn, args, kwargs)
     if isinstance(fn, ObjectVariable):  # its class's __call__
         return call_object(tr, fn, args, kwargs)
     if isinstance(fn, WeakRefVariable):
@@ -1218,17 +1238,25 @@ def _generator_send(tr, gen: GeneratorVariable, value: Variable | None, bad: boo
     """`gen.send(value)` (`value` None: `gen.__next__()`) of a generator made in the graph:
     `value` becomes what the `yield` it stopped at gives, and its code runs on up to its
     next `yield`, as Dynamo runs it. What Python raises (sending a value into a generator
-    not started, one used up) is a break, raised for real."""
+    not started) is a break, raised for real; the StopIteration of one used up is raised
+    in the program, where the frame's own `try` may catch it."""
     if bad:
         raise Unsupported("generator.send() or __next__() with other arguments")
-    if value is not None and gen.frame is None and not (
+    if value is not None and gen.frame is None and not gen.done and not (
             isinstance(value, ConstantVariable) and value.value is None):
         raise Unsupported("a value sent into a generator not started (TypeError)")
     if value is not None and gen.frame is not None:
         gen.frame.stack[-1] = value  # (what YIELD_VALUE pushed for `next()`: None)
+    finished = gen.done
     item = tr.next_item(gen)
     if item is None:
-        raise Unsupported("send() or next() of a finished generator (StopIteration)")
+        # Python's StopIteration, raised in the program (a handler of the frame's catches
+        # it), holding what the generator returned on the call that finished it.
+        value = ConstantVariable(None) if finished else gen.returned
+        if not isinstance(value, ConstantVariable) or not _is_plain_data(value.value):
+            raise Unsupported("send() or next() of a finished generator (StopIteration)")
+        raise Raised(ConstantVariable(
+            StopIteration() if value.value is None else StopIteration(value.value)))
     return item
 
 

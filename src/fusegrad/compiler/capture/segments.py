@@ -194,7 +194,8 @@ def _holding(seg: Segment, run, held: list):
 def _forget(segments: dict, seg: Segment):
     """What to do when an object `seg`'s guards name by identity dies: its check fails
     for good and its runner's cache (`segments`) drops it, as Dynamo invalidates such a
-    cache entry."""
+    cache entry. The cache gets a new list rather than an edit of its list: the callback
+    runs at whatever allocation collects the object, even while `_segment` reads it."""
     seg_ref = weakref.ref(seg)
 
     def forget() -> None:
@@ -204,7 +205,7 @@ def _forget(segments: dict, seg: Segment):
         seg.check = _never
         entries = segments.get(seg.start)
         if entries is not None:
-            entries[:] = [s for s in entries if s is not seg]
+            segments[seg.start] = [s for s in entries if s is not seg]
 
     return forget
 
@@ -355,7 +356,7 @@ class FrameRunner:
                     f"following guard failure(s):\n    - {reason}")
             fresh = self._fresh_on_stack(offset, entries[-1], reason, S)
             if fresh is not None:
-                entries.append(fresh)
+                self.segments.setdefault(offset, []).append(fresh)
                 return fresh
             self.history.append(("recompile", reason))
             where = "" if offset == 0 else f" at offset {offset}"
@@ -363,7 +364,7 @@ class FrameRunner:
                       f"{self.code.co_filename}:{self.code.co_firstlineno}; triggered "
                       f"by the following guard failure(s): {reason}")
         seg = self.capture(offset, L, S)
-        entries.append(seg)
+        self.segments.setdefault(offset, []).append(seg)  # (the list `_forget` left)
         if seg.guards is not None and seg.guards.weak:
             held = seg.guards.take()
             if seg.run is not None and seg.kind != "eager" and not seg.native:

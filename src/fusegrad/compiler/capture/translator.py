@@ -282,6 +282,24 @@ def _module_property(obj, name: str, stored: bool = False):
     return None
 
 
+def _property_setter(obj, name: str, value: Variable):
+    """The Python setter that `obj.name = value` runs (`name` a property of its class with a
+    setter of the program's), or None. On an nn.Module, only where `Module.__setattr__`
+    hands the value on to the property: not a parameter, module or buffer's name, and not
+    a module or a tensor from outside (which may be a parameter it would register)."""
+    prop = inspect.getattr_static(type(obj), name, None)
+    if type(prop) is not property or not _user_code(prop.fset):
+        return None
+    if _is_nn_module(obj):
+        tables = ("_parameters", "_buffers", "_modules")
+        if any(name in (getattr(obj, t, None) or {}) for t in tables) or \
+                isinstance(value, TensorVariable) and value.source is not None or \
+                isinstance(value, ConstantVariable) and (
+                    _is_nn_module(value.value) or isinstance(value.value, Tensor)):
+            return None
+    return prop.fset
+
+
 def _user_code(f) -> bool:
     """Whether `f` is a Python function of the program's (not fusegrad's or the standard
     library's, whose getters and lookups have no side effects the capture must follow)."""
@@ -868,7 +886,18 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
                               f"{type(obj.value).__name__} with its own __setattr__")
         descriptor = getattr(type(obj.value), name, None)
         if descriptor is not None and hasattr(type(descriptor), "__set__"):
-            raise Unsupported(f"assignment to the property {name!r} (runs code)")
+            setter = _property_setter(obj.value, name, value)
+            if setter is None or self.guard_root(obj) is None:
+                raise Unsupported(f"assignment to the property {name!r} (runs code)")
+            # The setter is the program's Python: inlined, as Dynamo inlines it (its own
+            # stores are replayed after the graph), the property guarded by identity.
+            guards = self.builder.guards
+            guards.constant(f"{guards.ref(type(obj.value), 'type')}.{name}", descriptor)
+            if not _is_nn_module(obj.value):
+                guards.add(f"{guards.ref(type(obj.value), 'type')}.__setattr__ is "
+                           f"{guards.ref(object.__setattr__, 'setattr')}")
+            self.call(BoundFunctionVariable(setter, obj), [value], {})
+            return
         if not hasattr(obj.value, "__dict__"):
             raise Unsupported(f"attribute assignment {name!r} on an object without __dict__")
         old = getattr(obj.value, name, None)
