@@ -296,3 +296,26 @@ def program_tests(programs: list, torch, fusegrad, *, tolerances: dict | None = 
 
     return test_program, test_compiled_matches_eager, test_compiled_graph_breaks, \
         test_torch_graph_breaks
+
+
+def check_make_fx_as_torch(fn, torch, fusegrad, seed: int) -> None:
+    """`fn(T, x)` traced by both libraries' `make_fx` on one 3x3 float32 input: the same
+    graph text (fusegrad's module path read as torch's), and the GraphModule, run on the
+    arguments as written, gives eager fusegrad's values."""
+    from torch.fx.experimental.proxy_tensor import make_fx as torch_make_fx
+
+    from fusegrad.fx.experimental.proxy_tensor import make_fx
+
+    x = np.random.default_rng(seed).standard_normal((3, 3)).astype(np.float32)
+
+    def traced(T, make):
+        def f(x):
+            return fn(T, x)
+        return make(f)(T.tensor(x))
+
+    want = traced(torch, torch_make_fx).code
+    gm = traced(fusegrad, make_fx)
+    assert gm.code.replace("fusegrad.", "torch.") == want
+    got, ref = gm(fusegrad.tensor(x)), fn(fusegrad, fusegrad.tensor(x))
+    assert got.dtype == ref.dtype and got.shape == ref.shape
+    np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=1e-6)

@@ -12,10 +12,9 @@ import pickle  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
-from torch.fx.experimental.proxy_tensor import make_fx as torch_make_fx  # noqa: E402
+from program_support import check_make_fx_as_torch  # noqa: E402
 
 import fusegrad as fg  # noqa: E402
-from fusegrad.fx.experimental.proxy_tensor import make_fx  # noqa: E402
 
 # Functions of a 3x3 input whose make_fx graph is torch's.
 _CALLS = {
@@ -53,21 +52,8 @@ _CALLS = {
 
 @pytest.mark.parametrize("name", list(_CALLS))
 def test_make_fx_graph_text_as_torch(name):
-    fn = _CALLS[name]
-    x = np.random.default_rng(1).standard_normal((3, 3)).astype(np.float32)
-
-    def traced(T, make):
-        def f(x):
-            return fn(T, x)
-        return make(f)(T.tensor(x))
-
-    want = traced(torch, torch_make_fx).code
-    gm = traced(fg, make_fx)
-    assert gm.code.replace("fusegrad.", "torch.") == want
     # the GraphModule runs the arguments as written: eager's values
-    got, ref = gm(fg.tensor(x)), fn(fg, fg.tensor(x))
-    assert got.dtype == ref.dtype and got.shape == ref.shape
-    np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=1e-6)
+    check_make_fx_as_torch(_CALLS[name], torch, fg, seed=1)
 
 
 def test_scalar_overloads_and_keywords_run_as_torch():

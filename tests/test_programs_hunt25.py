@@ -10,11 +10,10 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
-from torch.fx.experimental.proxy_tensor import make_fx as torch_make_fx  # noqa: E402
+from program_support import check_make_fx_as_torch  # noqa: E402
 
 import fusegrad as fg  # noqa: E402
 from fusegrad.compiler.aot.make_fx import _keyword_start  # noqa: E402
-from fusegrad.fx.experimental.proxy_tensor import make_fx  # noqa: E402
 from fusegrad.ops.overloads import parameters  # noqa: E402
 from fusegrad.ops.registry import REGISTRY  # noqa: E402
 
@@ -47,21 +46,8 @@ _KEYWORD_CALLS = {
 
 @pytest.mark.parametrize("name", list(_KEYWORD_CALLS))
 def test_make_fx_writes_keyword_only_arguments_as_torch(name):
-    fn = _KEYWORD_CALLS[name]
-    x = np.random.default_rng(0).standard_normal((3, 3)).astype(np.float32)
-
-    def traced(T, make):
-        def f(x):
-            return fn(T, x)
-        return make(f)(T.tensor(x))
-
-    want = traced(torch, torch_make_fx).code
-    gm = traced(fg, make_fx)
-    assert gm.code.replace("fusegrad.", "torch.") == want
     # the GraphModule runs its keyword arguments: eager's values
-    got, ref = gm(fg.tensor(x)), fn(fg, fg.tensor(x))
-    assert got.dtype == ref.dtype
-    np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=1e-6)
+    check_make_fx_as_torch(_KEYWORD_CALLS[name], torch, fg, seed=0)
 
 
 # Registry entries whose kernel's parameters do not tell where PyTorch's keyword-only part
