@@ -62,9 +62,8 @@ def test_mm_layouts_match_torch(layout, dtype):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64, np.int32])
 def test_relu_values_and_dtype(dtype):
-    # -0.0 is left out: PyTorch keeps its sign, fusegrad gives +0.0 (as before this path).
-    if np.dtype(dtype).kind == "f":
-        a = np.array([0.0, 1.0, -1.0, 2.5, np.inf, -np.inf, np.nan, -3.0, 4.0, 0.5], dtype)
+    if np.dtype(dtype).kind == "f":  # (-0.0 keeps its sign, as in PyTorch)
+        a = np.array([0.0, 1.0, -1.0, 2.5, np.inf, -np.inf, np.nan, -0.0, 4.0, 0.5], dtype)
     else:
         a = np.array([-3, 0, 4, -1, 7, 2, -8, 0, 1, 5], dtype)
     for x in (a, a.reshape(2, -1)[:, ::2], a[3]):
