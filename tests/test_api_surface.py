@@ -768,3 +768,23 @@ def test_quantile_edges():
     check(lambda m, v: m.nanquantile(v, 0.5, dim=1, interpolation="nearest"), y)
     check(lambda m, v: m.quantile(v, 0.5), rand(1))
     check(lambda m, v: m.quantile(v, 0.5, dim=0), rand())
+
+
+def test_top_level_names_are_torchs():
+    """Every public top-level name is one PyTorch has, and `__all__` (what `from torch
+    import *` binds) holds every name of PyTorch's `__all__` that fusegrad defines."""
+    import types
+
+    public = [n for n in dir(fusegrad) if not n.startswith("_")]
+    extra = [n for n in public
+             if not isinstance(getattr(fusegrad, n), types.ModuleType) and not hasattr(torch, n)]
+    assert extra == []
+    ours = set(fusegrad.__all__)
+    assert all(not n.startswith("_") for n in ours)
+    ours_missing = [n for n in torch.__all__ if n != "export" and hasattr(fusegrad, n)
+                    and n not in ours]
+    assert ours_missing == []
+    names: dict = {}
+    exec("from fusegrad import *", names)
+    assert names["compile"] is fusegrad.compile and names["tensor"] is fusegrad.tensor
+    assert "ops" not in names and "nn" not in names

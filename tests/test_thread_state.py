@@ -281,15 +281,15 @@ def test_fake_tensor_mode_in_one_thread_leaves_another_real():
         return type(y).__name__, y.item(), x.grad.numpy().tolist()
 
     want = work()
-    with fg.FakeTensorMode():
+    with fg._subclasses.FakeTensorMode():
         assert in_thread(work) == want
-    with Holder(fg.FakeTensorMode, inside=lambda: type(fg.ones(2)).__name__) as other:
+    with Holder(fg._subclasses.FakeTensorMode, inside=lambda: type(fg.ones(2)).__name__) as other:
         assert work() == want
     assert other.result == "FakeTensor"
 
 
 def test_a_thread_that_ends_inside_a_mode_leaves_others_real():
-    in_thread(lambda: fg.FakeTensorMode().__enter__())  # never exited
+    in_thread(lambda: fg._subclasses.FakeTensorMode().__enter__())  # never exited
     x = fg.ones(2, requires_grad=True)
     y = (x * 3).sum()
     y.backward()
@@ -483,7 +483,7 @@ def test_threads_switching_modes_at_once_keep_the_counts_exact(busy_switching):
             with fg.no_grad():
                 fg.set_grad_enabled(True)
                 fg.set_grad_enabled(False)
-            with fg.FakeTensorMode(), fg.autograd.graph.saved_tensors_hooks(lambda t: t,
+            with fg._subclasses.FakeTensorMode(), fg.autograd.graph.saved_tensors_hooks(lambda t: t,
                                                                             lambda t: t):
                 pass
             (x * 2).sum().backward()

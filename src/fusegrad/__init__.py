@@ -5,6 +5,7 @@ nn, optim, data, fx and compile.
 """
 
 import numbers as _numbers
+from types import ModuleType as _ModuleType
 
 import numpy as _np
 
@@ -199,11 +200,9 @@ _LAZY_MODULES = frozenset({
     "sparse", "special", "storage", "testing", "types", "viz",
 })
 _LAZY_NAMES = {"autocast": "amp", "GradScaler": "amp", "compile": "compiler",
-               "load": "serialization", "save": "serialization", "get_printoptions": "_printing",
+               "load": "serialization", "save": "serialization",
                "set_printoptions": "_printing", "vmap": "func", "UntypedStorage": "storage",
-               "TypedStorage": "storage", "from_file": "storage", "FakeTensor": "_fake",
-               "FakeTensorMode": "_fake",
-               "DataDependentOutputError": "_fake"}
+               "TypedStorage": "storage", "from_file": "storage"}
 # PyTorch's legacy storage classes (`FloatStorage`, ...), made in `storage`.
 _LAZY_NAMES.update(dict.fromkeys(
     [f"{_dtype_module.BY_NAME[d].legacy}Storage" for d in _dtype_module.LEGACY_STORAGE],
@@ -221,6 +220,10 @@ def __getattr__(name: str):
     """Import a lazy subpackage (or the module defining a lazy name) on first access."""
     import importlib
 
+    if name == "__all__":  # made on first use: `from fusegrad import *` loads every name
+        public = [n for n, v in globals().items() if not isinstance(v, _ModuleType)]
+        globals()["__all__"] = sorted(n for n in {*public, *_LAZY_NAMES} if n[0] != "_")
+        return globals()["__all__"]
     if name in _LAZY_MODULES:
         module = importlib.import_module(f"{__name__}.{name}")
         if name == "cuda":  # `torch.cuda.amp` works without importing it, as in PyTorch

@@ -306,13 +306,11 @@ METHODS: dict[str, tuple[str, ...]] = {
 
 # The in-place methods PyTorch also spells as functions (`torch.relu_(x)` is `x.relu_()`).
 INPLACE_FUNCTIONS = """
-relu_ sigmoid_ exp_ tanh_ sqrt_ abs_ neg_ log_ sin_ cos_ ceil_ floor_ round_ trunc_ rsqrt_ exp2_
-erf_ erfc_ expm1_ log1p_ log2_ log10_ frac_ reciprocal_ sinh_ cosh_ tan_ atan_ asin_ acos_
-asinh_ acosh_ atanh_ square_ fix_ clamp_ clip_ fill_ zero_ arctan2_ atan2_ lerp_ addcmul_
-addcdiv_ fmod_ remainder_ nan_to_num_ logical_not_ bitwise_not_ sgn_ clamp_min_ clamp_max_
-logit_ xlogy_ i0_ sinc_ rad2deg_ deg2rad_ lgamma_ digamma_ erfinv_ hypot_ copysign_ ldexp_ gcd_
-lcm_ arccos_ arccosh_ arcsin_ arcsinh_ arctan_ arctanh_ negative_ detach_ resize_as_ index_put_
-addmv_
+relu_ sigmoid_ exp_ tanh_ sqrt_ abs_ neg_ log_ sin_ cos_ ceil_ floor_ round_ trunc_ rsqrt_
+exp2_ erf_ erfc_ expm1_ log1p_ log2_ log10_ frac_ reciprocal_ sinh_ cosh_ tan_ atan_ asin_
+acos_ asinh_ acosh_ atanh_ square_ fix_ clamp_ clip_ fill_ zero_ nan_to_num_ clamp_min_
+clamp_max_ logit_ xlogy_ i0_ sinc_ rad2deg_ deg2rad_ ldexp_ gcd_ lcm_ arccos_ arccosh_ arcsin_
+arcsinh_ arctan_ arctanh_ negative_ detach_ resize_as_ index_put_ addmv_
 """.split()
 
 
