@@ -788,3 +788,26 @@ def test_top_level_names_are_torchs():
     exec("from fusegrad import *", names)
     assert names["compile"] is fusegrad.compile and names["tensor"] is fusegrad.tensor
     assert "ops" not in names and "nn" not in names
+
+
+def test_functional_has_torchs_functions():
+    """Every function of `torch.nn.functional` exists in fusegrad's (the float8 scaled
+    products need CUDA), with `F.grad` the convolution-gradient module, and
+    `max_pool3d_with_indices` gives PyTorch's values and positions."""
+    import types
+
+    import torch.nn.functional as TF
+
+    import fusegrad.nn.functional as F
+
+    cuda_only = {"scaled_mm", "scaled_grouped_mm"}
+    missing = [n for n, v in vars(TF).items() if not n.startswith("_")
+               and isinstance(v, types.FunctionType) and v.__module__.startswith("torch.nn")
+               and n not in cuda_only and not hasattr(F, n)]
+    assert missing == []
+    assert F.grad is fusegrad.nn.grad
+    x = np.random.default_rng(3).standard_normal((2, 3, 5, 6, 7)).astype(np.float32)
+    got = F.max_pool3d_with_indices(fusegrad.tensor(x), 2, stride=(1, 2, 2), padding=1)
+    want = TF.max_pool3d_with_indices(torch.tensor(x), 2, stride=(1, 2, 2), padding=1)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g.numpy(), w.numpy())

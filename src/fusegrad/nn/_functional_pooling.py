@@ -96,6 +96,12 @@ def max_pool2d_with_indices(input, kernel_size, stride=None, padding=0, dilation
     return _F().max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
 
 
+def max_pool3d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1,
+                            ceil_mode=False, return_indices=False):
+    """3-D max pooling and the positions of the maxima."""
+    return _F().max_pool3d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
 def adaptive_max_pool1d_with_indices(input, output_size, return_indices=False):
     """1-D adaptive max pooling and the positions of the maxima."""
     return _F().adaptive_max_pool1d(input, output_size, True)
@@ -406,6 +412,7 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",
 
 __all__ = [
     "relu_", "pdist", "max_pool1d_with_indices", "max_pool2d_with_indices",
+    "max_pool3d_with_indices",
     "adaptive_max_pool1d_with_indices", "adaptive_max_pool2d_with_indices", "lp_pool1d",
     "lp_pool2d", "lp_pool3d", "max_unpool1d", "max_unpool2d", "max_unpool3d",
     "triplet_margin_with_distance_loss",

@@ -956,6 +956,7 @@ from ._functional_pooling import (  # noqa: E402, F401
     lp_pool3d,
     max_pool1d_with_indices,
     max_pool2d_with_indices,
+    max_pool3d_with_indices,
     max_unpool1d,
     max_unpool2d,
     max_unpool3d,
@@ -983,3 +984,15 @@ __all__ += _functional_fractional.__all__
 from .._torch_function_wrappers import wrap_namespace as _wrap_torch_function  # noqa: E402
 
 _wrap_torch_function(globals(), "torch.nn.functional", python_level=True)
+
+# `F.grad` is `nn.grad` (the convolution gradients), as in PyTorch.
+from . import grad  # noqa: E402, F401, I001
+
+# The `__torch_function__` helpers that functional code written for PyTorch reaches as `F.*`
+# (after the wrapping: they are not functions of tensors).
+from ..overrides import (  # noqa: E402, F401
+    handle_torch_function,
+    has_torch_function,
+    has_torch_function_unary,
+    has_torch_function_variadic,
+)
