@@ -811,3 +811,18 @@ def test_functional_has_torchs_functions():
     want = TF.max_pool3d_with_indices(torch.tensor(x), 2, stride=(1, 2, 2), padding=1)
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g.numpy(), w.numpy())
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bool", "bfloat16", "int64"])
+def test_storage_type_and_to_sparse_coo(dtype):
+    """`storage_type()` is the dtype's legacy storage class; `to_sparse_coo()` is
+    `to_sparse()` (a COO tensor returns itself)."""
+    got = fusegrad.ones(2, dtype=getattr(fusegrad, dtype)).storage_type()
+    want = torch.ones(2, dtype=getattr(torch, dtype)).storage_type()
+    assert got.__name__ == want.__name__
+    x = np.array([[0.0, 1.5, 0.0], [2.0, 0.0, -1.0]], np.float32)
+    s = fusegrad.tensor(x).to_sparse_coo()
+    t = torch.tensor(x).to_sparse_coo()
+    np.testing.assert_array_equal(s.indices().numpy(), t.indices().numpy())
+    np.testing.assert_array_equal(s.values().numpy(), t.values().numpy())
+    assert s.to_sparse_coo() is s

@@ -582,6 +582,12 @@ def tensor_storage(self: Tensor) -> TypedStorage:
     return TypedStorage._wrap(self.untyped_storage(), self.dtype)
 
 
+def storage_type(self: Tensor) -> type:
+    """The legacy storage class of the tensor's dtype (`FloatStorage` for float32)."""
+    _warn_typed_storage_removal()
+    return LEGACY_CLASSES[_LEGACY_NAME[self.dtype.name]]
+
+
 def _check_settable(self: Tensor, source) -> None:
     from .autograd import grad_mode
 

@@ -108,6 +108,11 @@ def to_sparse(self, sparse_dim=None, *, layout=None, blocksize=None, dense_dim=N
     return SP.run(SP.to_sparse_dim_op, self, int(sparse_dim))
 
 
+def to_sparse_coo(self):
+    """This tensor in the sparse COO layout (itself when it is one): `to_sparse()`."""
+    return to_sparse(self)
+
+
 def to_sparse_csr(self, dense_dim=None):
     """This matrix in the sparse CSR layout (`fusegrad.sparse._csr`)."""
     from ..sparse._csr import to_sparse_csr as convert  # (its ops load on first use)
@@ -193,7 +198,7 @@ def _layout(self):
 def attach() -> None:
     """Put the layout methods on Tensor (SparseTensor overrides the metadata ones)."""
     for fn in (to_sparse, to_dense, coalesce, indices, values, _indices, _values, _nnz,
-               sparse_dim, dense_dim, to_sparse_csr, crow_indices, col_indices):
+               sparse_dim, dense_dim, to_sparse_coo, to_sparse_csr, crow_indices, col_indices):
         setattr(Tensor, fn.__name__, fn)
     Tensor.layout = property(_layout, doc="How the elements are stored.")
 

@@ -170,6 +170,7 @@ METHODS: dict[str, tuple[str, ...]] = {
     "data_ptr": ("method", "_functions.utilities.data_ptr"),
     "untyped_storage": ("method_of_lazy_module", "storage.untyped_storage_of"),
     "storage": ("method_of_lazy_module", "storage.tensor_storage"),
+    "storage_type": ("method_of_lazy_module", "storage.storage_type"),
     "set_": ("method_of_lazy_module", "storage.set_"),
     "new": ("method", "_functions.utilities.new"),
     "resize_": ("method", "_functions.utilities.resize_"),

@@ -133,9 +133,10 @@ is_conj is_contiguous is_cpu is_distributed is_inference is_ipu is_maia is_meta 
 is_mtia is_neg is_nested is_pinned pin_memory is_quantized is_set_to is_shared share_memory_
 is_sparse is_sparse_csr is_vulkan is_xla is_xpu itemsize long coalesce dense_dim indices sparse_dim
 to_dense to_sparse values nbytes ndimension nelement new new_empty new_full new_ones
-to_sparse_csr crow_indices col_indices
+to_sparse_csr to_sparse_coo crow_indices col_indices
 new_tensor new_zeros register_post_accumulate_grad_hook reshape_as short size storage_offset
-stride to type type_as untyped_storage storage set_ view_as __array_wrap__ __complex__ __deepcopy__
+stride to type type_as untyped_storage storage storage_type set_ view_as __array_wrap__
+__complex__ __deepcopy__
 sum_to_size new_empty_strided resize resize_as dim_order const_data_ptr module_load
 __rlshift__ __rrshift__
 __contains__ __format__ __hash__ __init__ __iter__ __len__ __reduce_ex__ __repr__ __str__
