@@ -113,7 +113,7 @@ def _attach() -> None:
     """Attach the Tensor methods and the `real` / `imag` properties."""
     Tensor.real = property(real, _set_part(real), doc="The real part (a view).")
     Tensor.imag = property(imag, _set_part(imag), doc="The imaginary part (a view).")
-    for fn in (view_as_real, view_as_complex, angle, conj, conj_physical, conj_physical_,
+    for fn in (angle, conj, conj_physical, conj_physical_,
                resolve_conj, resolve_neg, cfloat, cdouble):
         if not hasattr(Tensor, fn.__name__):
             setattr(Tensor, fn.__name__, method_form(fn))

@@ -21,7 +21,6 @@ from ..ops import REGISTRY
 from ..ops import indexing as X
 from ..ops import pointwise as P
 from ..ops import reduction as R
-from ..ops import shape as S
 from ..ops.spellings import INPLACE_FUNCTIONS, METHODS, OPERAND_NAMES
 from . import _args
 from ._args import method_copy, method_form, required_dim
@@ -291,10 +290,6 @@ def _hash(self):
 def _where_method(self, condition, other):
     """`where(condition, self, other)`."""
     return where(condition, self, other)
-
-
-def _slice_method(self, dim=0, start=None, end=None, step=1):
-    return call(S.slice_, self, dim, start, end, step)
 
 
 def _view_as(self, other):

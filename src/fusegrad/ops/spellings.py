@@ -144,7 +144,6 @@ METHODS: dict[str, tuple[str, ...]] = {
     "permute": ("method", "_functions.shape.permute"),
     "moveaxis": ("method", "_functions.shape._movedim_method"),
     "lu": ("method", "_functions.methods._lu_method"),
-    "slice": ("method", "_functions.methods._slice_method"),
     "split": ("method", "_functions.methods._split_method"),
     "sort": ("method", "_functions.reduction._sort_method"),
     "argsort": ("method", "_functions.reduction._argsort_method"),

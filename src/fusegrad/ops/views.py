@@ -588,7 +588,7 @@ slice_backward = register(
     meta=lambda g, shape, dim, start, end, step: Spec(tuple(shape), g.dtype),
     node="SliceBackwardBackward0",
     derivative=lambda gg, dim, start, end, step: (
-        gg.slice(dim, start, end, step), None, None, None, None, None),
+        call(slice_, gg, dim, start, end, step), None, None, None, None, None),
     save=lambda out, g, shape, dim, start, end, step: (dim, start, end, step),
     samples=lambda rng, dt: [Sample((rand_array(rng, (2, 4), dt), (5, 4), 0, 1, 4, 2))],
     decomposition=lambda g, shape, dim, start, end, step: call(
