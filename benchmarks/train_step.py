@@ -26,8 +26,8 @@ files and the initial weights from a file the fusegrad worker wrote.
 
 Run from the repository root: `OMP_NUM_THREADS=1 python benchmarks/train_step.py`
 (a few minutes), `--quick` (under a minute), `--markdown` for a GitHub table, `--phases` for
-the forward / backward / optimizer-step split (one thread, both frameworks in one process),
-`--threads 2` for both cores.
+the forward / backward / optimizer-step split (each framework's worker times the phases of
+every step), `--threads 2` for both cores.
 
 On a shared machine, `--undisturbed` keeps only the rounds during which the thread running
 the steps waited for a CPU less than 1% of the round (Linux's run-queue wait, read from
@@ -213,38 +213,13 @@ def aggregate(samples: list[tuple[float, float]], stat: str, undisturbed: bool,
     return (agg(s[0] for s in samples) if samples else float("nan")), len(samples)
 
 
-def run_phases(case: Case, rounds: int, steps: int, warmup: int) -> dict:
-    """Both frameworks in this process, one thread: each framework's (forward, backward,
-    step) milliseconds, the minimum of each phase over rounds * steps single steps."""
-    steps_by = {}
-    xs, ys = inputs(case)
-    weights = None
-    for name in ("fusegrad", "torch"):
-        lib = __import__(name)
-        lib.set_num_threads(1)
-        model = build_model(case, name)
-        if weights is None:
-            weights = state_arrays(model)
-        else:
-            load_arrays(model, weights)
-        steps_by[name] = make_phases(lib, model, lib.tensor(xs), lib.tensor(ys))
-    for step in steps_by.values():
-        for _ in range(warmup):
-            step()
-    best = {k: (float("inf"),) * 3 for k in steps_by}
-    order = list(steps_by)
-    for r in range(rounds * steps):
-        for name in order if r % 2 == 0 else order[::-1]:
-            t = steps_by[name]()
-            best[name] = tuple(min(a, b * 1e3) for a, b in zip(best[name], t))
-    return best
-
-
 def worker(framework: str, case_index: int, threads: int, steps: int, warmup: int,
-           weights: str) -> None:
+           weights: str, phases: bool = False) -> None:
     """One framework in a process of its own: the fusegrad worker writes its initial weights
     to `weights` (an .npz file), the torch worker reads them; then each reads a command per
-    line on stdin ("round" times `steps` steps and prints the ms per step; "quit" ends)."""
+    line on stdin ("round" times `steps` steps and prints the ms per step and the ms its
+    stepping thread waited for a CPU; with `phases`, the milliseconds of each phase of each
+    step, three per step; "quit" ends)."""
     lib = __import__(framework)
     lib.set_num_threads(threads)
     case = CASES[case_index]
@@ -255,21 +230,39 @@ def worker(framework: str, case_index: int, threads: int, steps: int, warmup: in
         with np.load(weights) as f:
             load_arrays(model, dict(f))
     xs, ys = inputs(case)
-    step = make_step(lib, model, lib.tensor(xs), lib.tensor(ys))
+    make = make_phases if phases else make_step
+    step = make(lib, model, lib.tensor(xs), lib.tensor(ys))
     for _ in range(warmup):
         step()
     print("ready", flush=True)
     for line in sys.stdin:
         if line.strip() != "round":
             break
+        if phases:
+            print(" ".join(f"{t * 1e3:.6f}" for t in time_phases(step, steps)), flush=True)
+            continue
         ms, waited = time_steps(step, steps)
         print(f"{ms:.6f} {waited:.6f}", flush=True)
 
 
+def time_phases(step: Callable, n: int) -> list[float]:
+    """The seconds of each phase of `n` consecutive steps of a `make_phases` closure (three
+    per step, in order), garbage collector off."""
+    gc_was = gc.isenabled()
+    gc.disable()
+    try:
+        return [t for _ in range(n) for t in step()]
+    finally:
+        if gc_was:
+            gc.enable()
+
+
 def run_case_separate(case: Case, rounds: int, steps: int, warmup: int, stat: str,
-                      threads: int, undisturbed: bool = False) -> dict:
+                      threads: int, undisturbed: bool = False, phases: bool = False) -> dict:
     """Time fusegrad and torch on one model, each framework in its own worker process,
-    alternating rounds; returns each framework's (ms per step, rounds it is taken over)."""
+    alternating rounds; returns each framework's (ms per step, rounds it is taken over), or
+    with `phases` each framework's (forward, backward, step) milliseconds: the minimum (or
+    `stat`) of each phase over every step of every round."""
     weights = os.path.join(tempfile.mkdtemp(prefix="train_step_"), "weights.npz")
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads),
                OPENBLAS_NUM_THREADS=str(threads))
@@ -279,11 +272,12 @@ def run_case_separate(case: Case, rounds: int, steps: int, warmup: int, stat: st
         procs[name] = subprocess.Popen(
             [sys.executable, os.path.abspath(__file__), "--worker", name,
              "--case-index", str(CASES.index(case)), "--threads", str(threads),
-             "--steps", str(steps), "--warmup", str(warmup), "--weights", weights],
+             "--steps", str(steps), "--warmup", str(warmup), "--weights", weights,
+             *(["--phases"] if phases else [])],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
         if procs[name].stdout.readline().strip() != "ready":
             raise RuntimeError(f"{name} worker failed to start")
-    samples: dict[str, list[tuple[float, float]]] = {k: [] for k in procs}
+    samples: dict[str, list] = {k: [] for k in procs}
     order = list(procs)
     try:
         for r in range(rounds):
@@ -294,13 +288,19 @@ def run_case_separate(case: Case, rounds: int, steps: int, warmup: int, stat: st
                 time.sleep(SETTLE_S)
                 procs[name].stdin.write("round\n")
                 procs[name].stdin.flush()
-                ms, waited = procs[name].stdout.readline().split()
-                samples[name].append((float(ms), float(waited)))
+                values = [float(v) for v in procs[name].stdout.readline().split()]
+                if phases:  # one sample per step: (forward, backward, step)
+                    samples[name] += [tuple(values[i:i + 3]) for i in range(0, len(values), 3)]
+                else:
+                    samples[name].append(tuple(values))
     finally:
         for proc in procs.values():
             proc.stdin.close()
             proc.wait()
         shutil.rmtree(os.path.dirname(weights), ignore_errors=True)
+    if phases:
+        agg = min if stat == "min" else statistics.median
+        return {k: tuple(agg(s[i] for s in v) for i in range(3)) for k, v in samples.items()}
     return {k: aggregate(v, stat, undisturbed, steps) for k, v in samples.items()}
 
 
@@ -329,7 +329,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--stat", choices=("min", "median"), default="min")
     p.add_argument("--only", default="", help="run the cases whose name contains this")
     p.add_argument("--phases", action="store_true",
-                   help="forward / backward / optimizer step split (minimum per phase)")
+                   help="forward / backward / optimizer step split (minimum, or --stat, per "
+                   "phase over every step)")
     p.add_argument("--threads", type=int, default=int(os.environ.get("OMP_NUM_THREADS", 1)),
                    help="intra-op threads of both frameworks")
     p.add_argument("--undisturbed", action="store_true",
@@ -344,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.worker:
         worker(args.worker, args.case_index, args.threads, args.steps, args.warmup,
-               args.weights)
+               args.weights, args.phases)
         return 0
     rounds = args.rounds or (3 if args.quick else 7)
 
@@ -352,14 +353,13 @@ def main(argv: list[str] | None = None) -> int:
         return (max(2, case.steps // 2), max(1, case.warmup // 2)) if args.quick else \
             (case.steps, case.warmup)
 
-    if args.phases and args.threads > 1:
-        p.error("--phases times both frameworks in one process: use it with --threads 1")
     rows = []
     if args.phases:
         for case in CASES:
             if args.only.lower() not in case.name.lower():
                 continue
-            res = run_phases(case, rounds, *counts(case))
+            res = run_case_separate(case, rounds, *counts(case), args.stat, args.threads,
+                                    phases=True)
             fg, th = res["fusegrad"], res["torch"]
             for i, phase in enumerate(("forward", "backward", "step")):
                 rows.append([case.name, phase, f"{fg[i]:.2f}", f"{th[i]:.2f}",
