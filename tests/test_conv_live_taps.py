@@ -111,3 +111,25 @@ def test_non_finite_weights_at_padding_only_offsets_multiply_nothing(dead, live,
     for g, r in zip(got, want):
         np.testing.assert_allclose(g, r, rtol=1e-5, atol=1e-6)
     assert summed == ([6 * 8] if live else [])  # the centre offset's weights only
+
+
+@pytest.mark.parametrize("xs, ws, kw", [
+    ((1, 8, 1, 1), (4, 8, 3, 3), {"padding": 1}),    # one sample: PyTorch's im2col kernel
+    ((1, 3, 1, 5), (4, 3, 3, 3), {"padding": 1}),
+    ((16, 3, 5, 5), (4, 3, 1, 1), {"padding": 1}),   # a padded 1x1 kernel, any batch
+    ((2, 4, 3, 3), (4, 4, 1, 1), {"padding": 2}),
+])
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_non_finite_weights_multiply_the_padding_where_pytorchs_kernel_does(xs, ws, kw, bad):
+    """Where PyTorch's kernel is not oneDNN's (one sample, small) or the kernel is 1x1, it
+    multiplies the padding's zeros by every weight: a NaN or infinite weight at an offset
+    that reads only padding makes its whole output channel NaN, here too."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal(xs).astype(np.float32)
+    w = rng.standard_normal(ws).astype(np.float32)
+    w[1, 2, 0, 0] = bad
+    got = fusegrad.nn.functional.conv2d(fusegrad.tensor(x), fusegrad.tensor(w), **kw).numpy()
+    want = torch.nn.functional.conv2d(torch.tensor(x), torch.tensor(w), **kw).numpy()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    assert np.isnan(want[:, 1]).any()
+    np.testing.assert_allclose(np.nan_to_num(got), np.nan_to_num(want), rtol=1e-5, atol=1e-5)

@@ -751,9 +751,29 @@ def _by_taps(x, w, wk, s, p, d, groups: int) -> bool:
         return False
     if groups != 1 and not (w.shape[1] == 1 and w.shape[0] == groups):
         return False
+    if all(k == 1 for k in w.shape[2:]):
+        return False  # PyTorch multiplies a padded 1x1 kernel's padding at any batch size
     if x.ndim == 3:  # (`_onednn` judges a 1-D convolution as the 2-D one it runs)
         x, w = x[:, :, None], w[:, :, None]
     return _onednn(x, w, s, d, groups, False, ())
+
+
+def _unread_weights(out, x, w, w4, taps, stride, dilation, groups: int) -> None:
+    """Where the GEMM left out the kernel offsets that read only padding (all but `taps`,
+    the live rows and columns of `w4`) and PyTorch's kernel is not oneDNN's, PyTorch
+    multiplies those offsets' weights by the padding's zeros too: a NaN or infinite one
+    makes every output of its channel NaN (written into `out`, (n, o, oh, ow)). Checked only
+    then, so oneDNN's shapes (most batches) never read the unread weights."""
+    if x.ndim == 3:  # (`_onednn` judges a 1-D convolution as the 2-D one it runs)
+        x, w = x[:, :, None], w[:, :, None]
+    if _onednn(x, w, stride, dilation, groups, False, ()):
+        return
+    (r0, r1), (c0, c1) = taps
+    unread = np.ones(w4.shape[2:], dtype=bool)
+    unread[r0:r1, c0:c1] = False
+    bad = ~np.isfinite(w4[:, :, unread]).all(axis=(1, 2))
+    if bad.any():
+        out[:, bad] = np.nan
 
 
 def _conv_by_taps(x, w, b, s, p, d, groups, out_sz):
@@ -908,6 +928,8 @@ def _conv_kernel(x, w, b, stride, padding, dilation, transposed, output_padding,
         if after and not np.isfinite(np.add.reduce(out, axis=None)) and \
                 _by_taps(x, w, multiplied, stride, padding, dilation, groups):
             out = _conv_by_taps(x4, w4, bias, s, p, d, groups, (oh, ow))
+        elif multiplied is not w4:
+            _unread_weights(out, x, w, w4, ((r0, r1), (c0, c1)), stride, dilation, groups)
     if one_d:
         out = out[:, :, 0]
     if fmt is None:  # (the paths above give new C-contiguous arrays)
