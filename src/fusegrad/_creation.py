@@ -1221,3 +1221,167 @@ def new_tensor(self, data, *, dtype=None, device=None, requires_grad=False, layo
 new_zeros = _new(zeros)
 new_ones = _new(ones)
 new_empty = _new(empty)
+
+
+# ---------------------------------------------------------------- factories in traced graphs
+
+def lift_fresh_copy(t: Tensor) -> Tensor:
+    """A copy of `t`, made as a literal's tensor is (`aten.lift_fresh_copy`, which a traced
+    graph runs on a literal's constant): under a tracer, recorded so again."""
+    if not _active.modes or t._data is None:
+        return t.clone()
+    data = t._data
+    return _factory(tuple(t.shape), t.dtype, False, lambda nd: np.array(data, dtype=nd))
+
+
+def _options(dtype=None, device=None, memory_format=None) -> dict:
+    """The keyword part PyTorch's factories hand their ATen op: a dtype given, the device
+    (the CPU when none was given), `pin_memory=False`, a memory format given."""
+    out = {} if dtype is None else {"dtype": _dtype.as_dtype(dtype)}
+    if device is not _SKIP:
+        out["device"] = device or _cpu
+    out["pin_memory"] = False
+    if memory_format is not None:
+        out["memory_format"] = memory_format
+    return out
+
+
+_SKIP = object()  # (`_options`: the op takes no device, a `*_like`'s is its input's)
+
+
+def _sized_call(name: str):
+    def read(v: dict):
+        return name, [list(v["shape"])], _options(v["dtype"], v["dev"])
+    return read
+
+
+def _read_empty(v: dict):
+    fmt = v["memory_format"]
+    if getattr(fmt, "name", None) in FORMAT_ORDERS:
+        return None  # (made in another memory order: a permute of a factory's result)
+    return "empty.memory_format", [list(v["shape"])], _options(
+        v["dtype"], _check_device(v["device"]), fmt)
+
+
+def _read_full(v: dict):
+    return "full.default", [list(v["shape"]), v["fill_value"]], _options(v["dtype"], v["dev"])
+
+
+def _read_arange(v: dict):
+    start, end, step = v["vals"]
+    floats = any(isinstance(x, float) for x in (start, end, step))
+    inferred = _dtype.defaults.float if floats else _dtype.int64
+    dtype = None if v["dtype"] is inferred else v["dtype"]
+    if start == 0 and step == 1 and start.__class__ is int and step.__class__ is int:
+        return "arange.default", [end], _options(dtype, v["dev"])
+    if step == 1 and step.__class__ is int:
+        return "arange.start", [start, end], _options(dtype, v["dev"])
+    return "arange.start_step", [start, end, step], _options(dtype, v["dev"])
+
+
+def _read_eye(v: dict):
+    n, m = v["n"], v["m"]
+    if m == n:
+        return "eye.default", [n], _options(v["dtype"], v["dev"])
+    return "eye.m", [n, m], _options(v["dtype"], v["dev"])
+
+
+def _read_random(name: str):
+    def read(v: dict):
+        if v["generator"] is not None:
+            return None  # (a graph draws from the default generator)
+        return name, [list(v["shape"])], _options(v["dtype"], v["dev"])
+    return read
+
+
+def _like_options(v: dict) -> dict | None:
+    """A `*_like` call's keyword part, None where its result is made in another memory
+    order than row-major (a permute of a factory's result, which no one call stands for)."""
+    fmt = v["memory_format"]
+    if _like_order(v["input"], fmt) is not None:
+        return None
+    if getattr(fmt, "name", None) == "preserve_format":
+        fmt = None
+    return _options(v["dtype"], _SKIP, fmt)
+
+
+def _read_like(v: dict):
+    options = _like_options(v)
+    if options is None or v["kwargs"] or v["args"]:
+        return None
+    return v["fn"].__name__ + "_like.default", [v["input"]], options
+
+
+def _read_full_like(v: dict):
+    options = _like_options(v)
+    return None if options is None else (
+        "full_like.default", [v["input"], v["fill_value"]], options)
+
+
+def _read_random_like(name: str):
+    def read(v: dict):
+        options = _like_options(v)
+        if options is None or v["generator"] is not None:
+            return None
+        return name, [v["input"]], options
+    return read
+
+
+def _read_new(v: dict):
+    if v["layout"] is not None:
+        return None
+    options = _options(v["dtype"], _check_device(v["device"]) or _SKIP)
+    return f"new_{v['fn'].__name__}.default", [v["self"], list(v["shape"])], options
+
+
+def _read_new_full(v: dict):
+    options = _options(v["dtype"], _check_device(v["device"]) or _SKIP)
+    return "new_full.default", [v["self"], list(v["shape"]), v["fill_value"]], options
+
+
+_LITERAL = ("lift_fresh_copy.default", None, None)  # (a literal: its constant, copied)
+
+# The code of each public factory -> how its frame's locals read as the call PyTorch's
+# factory hands its ATen op: (overload name, arguments, keyword arguments) or None.
+_CALL_READERS = {
+    zeros.__code__: _sized_call("zeros.default"),
+    ones.__code__: _sized_call("ones.default"),
+    empty.__code__: _read_empty,
+    full.__code__: _read_full,
+    arange.__code__: _read_arange,
+    eye.__code__: _read_eye,
+    rand.__code__: _read_random("rand.default"),
+    randn.__code__: _read_random("randn.default"),
+    zeros_like.__code__: _read_like,
+    full_like.__code__: _read_full_like,
+    rand_like.__code__: _read_random_like("rand_like.default"),
+    randn_like.__code__: _read_random_like("randn_like.default"),
+    new_zeros.__code__: _read_new,
+    new_full.__code__: _read_new_full,
+    tensor.__code__: lambda v: _LITERAL,
+    as_tensor.__code__: lambda v: _LITERAL,
+    new_tensor.__code__: lambda v: _LITERAL,
+    lift_fresh_copy.__code__: lambda v: _LITERAL,
+}
+
+
+def traced_call() -> tuple | None:
+    """The factory call the program made that is making a tensor now, as PyTorch's make_fx
+    records it: (overload name, arguments, keyword arguments), `lift_fresh_copy` with None
+    for a literal (`tensor([1., 2.])`), or None where no one ATen call stands for it.
+
+    Called by a tracer from inside `_factory`; the outermost of the public factories on the
+    stack is the program's call (`zeros_like` makes its tensor through `zeros`). Reading the
+    frames costs the tracer only: the factories' eager path passes nothing extra."""
+    frame = sys._getframe(1)
+    here = globals()
+    while frame is not None and frame.f_globals is not here:
+        frame = frame.f_back
+    outer = None
+    while frame is not None and frame.f_globals is here:
+        if frame.f_code in _CALL_READERS:
+            outer = frame
+        frame = frame.f_back
+    if outer is None:
+        return None
+    return _CALL_READERS[outer.f_code](outer.f_locals)

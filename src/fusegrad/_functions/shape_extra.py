@@ -146,16 +146,15 @@ def diff(input: Tensor, n: int = 1, dim: int = -1, prepend=None, append=None, *,
         for other in (prepend, append):
             if other is not None:
                 _diff_joinable(input, other, dim)
-        d = wrap_dim(dim, input.ndim)
-        input = cat([p for p in (prepend, input, append) if p is not None], d)
-    else:
-        d = wrap_dim(dim, input.ndim)
+        input = cat([p for p in (prepend, input, append) if p is not None], dim)
+    d = wrap_dim(dim, input.ndim)
     out = input
     for _ in range(n):
         size = out.shape[d]
         if size == 0:
             break
-        hi, lo = narrow(out, d, 1, size - 1), narrow(out, d, 0, size - 1)
+        # (the earlier elements sliced first, along `dim` as given: PyTorch's graph)
+        lo, hi = narrow(out, dim, 0, size - 1), narrow(out, dim, 1, size - 1)
         out = hi.logical_xor(lo) if out.dtype is _dtype.bool_ else hi - lo
     return out
 

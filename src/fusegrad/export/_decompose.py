@@ -23,6 +23,7 @@ def run_decompositions(ep: Any, decomp_table: dict | None = None) -> Any:
     """A new ExportedProgram whose graph holds only ops without a decomposition (or, with
     `decomp_table`, the ops that table does not decompose)."""
     from .._decomp import core_aten_decompositions
+    from ..compiler.aot.make_fx import torch_style_args
     from ..compiler.aot.tracing import Tracer
     from .exported_program import ExportedProgram
 
@@ -74,6 +75,7 @@ def run_decompositions(ep: Any, decomp_table: dict | None = None) -> Any:
                 and node.args[0].op == "placeholder"):
             graph.erase_node(node)
     graph.eliminate_dead_code(_impure)
+    torch_style_args(graph)  # (`permute.default(w, [1, 0])`, as the exported graph's calls)
     out_nodes = graph.output_node().args[0]
     kinds = specs + [(OutputKind.USER_OUTPUT, None)] * (len(out_nodes) - len(specs))
     out_specs = [OutputSpec(k, TensorArgument(getattr(n, "name", str(n))), t)

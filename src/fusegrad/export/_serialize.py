@@ -16,6 +16,7 @@ import operator
 import os
 from typing import Any
 
+from .._device import device as _device_cls
 from .._dtype import dtype as _dtype_cls
 from .._tensor import Tensor
 from ..utils import _pytree as pytree
@@ -43,9 +44,13 @@ class ExportFormatError(ValueError):
 
 
 def _target_name(target: Any) -> str:
+    from ..ops.call_handles import CallOverload
+
     op = getattr(target, "op", None)
     if op is not None and hasattr(op, "name"):
         return "op:" + op.name
+    if isinstance(target, CallOverload):  # (a factory, a layer kept whole)
+        return f"call:{target.__name__}.{target._overloadname}"
     for name, fn in _helpers().items():
         if fn is target:
             return "fn:" + name
@@ -61,6 +66,12 @@ def _resolve(name: str) -> Any:
         return overload_of(REGISTRY[rest])
     if kind == "fn" and rest in _helpers():
         return _helpers()[rest]
+    if kind == "call":
+        from ..ops.call_handles import CALLS
+        from ..ops.overloads import _overload_of_handle
+
+        if rest in CALLS:
+            return _overload_of_handle(*rest.split("."))
     raise ExportFormatError(f"invalid saved program: unknown call target {name!r}")
 
 
@@ -77,6 +88,8 @@ def _enc(v: Any) -> Any:
         return {"dict": [[k, _enc(a)] for k, a in v.items()]}
     if isinstance(v, _dtype_cls):
         return {"dtype": str(v).split(".")[-1]}
+    if isinstance(v, _device_cls):
+        return {"device": str(v)}
     if isinstance(v, float) and v != v or isinstance(v, float) and abs(v) == float("inf"):
         return {"float": repr(v)}
     if v is None or isinstance(v, (bool, int, float, str)):
@@ -104,6 +117,8 @@ def _dec(v: Any, env: dict) -> Any:
             if not isinstance(d, _dtype_cls):
                 raise ExportFormatError("invalid saved program: bad dtype")
             return d
+        if set(v) == {"device"} and v["device"] in ("cpu", "meta"):
+            return _device_cls(v["device"])
         if set(v) == {"float"} and v["float"] in ("nan", "inf", "-inf"):
             return float(v["float"])
         raise ExportFormatError("invalid saved program: bad argument")

@@ -118,8 +118,10 @@ class _Trace:
         from ..compiler.aot.make_fx import torch_style_args
         from ..compiler.aot.tracing import Tracer
         from ..func import functional_call
+        from ._whole import kept_whole
 
         tracer = Tracer(fake=True)
+        tracer.record_factories = True  # (`ones.default(...)`, as torch.export's graphs)
         params = dict(mod.named_parameters())
         buffers = dict(mod.named_buffers())
         non_persistent = set()
@@ -163,7 +165,7 @@ class _Trace:
             rebuilt = pytree.tree_unflatten([next(it) for _ in flat], spec)
             call_kwargs[name] = rebuilt
         self.params, self.buffers = params, buffers
-        with tracer, _module_stack(mod, tracer):
+        with tracer, _module_stack(mod, tracer), kept_whole(tracer):
             out = _call(mod, functional_call, state, call_kwargs)
         flat_out, self.out_spec = pytree.tree_flatten(out)
         tracer.output(tuple(flat_out))

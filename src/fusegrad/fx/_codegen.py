@@ -21,6 +21,8 @@ from ._namespace import Namespace
 from .node import MAGIC_FORMATS, Node
 
 _ILLEGAL = re.compile(r"[^0-9a-zA-Z_]+")
+# Names of builtins: a node named so is held in another variable (`input_1 = input`)
+_BUILTIN_NAMES = frozenset(n for n in dir(builtins) if not n.startswith("_"))
 _LITERALS = (int, float, bool, str, bytes, complex, type(None), type(Ellipsis))
 
 
@@ -48,6 +50,13 @@ class _Emitter:
         self.names = Namespace()
         for g in self.globals:
             self.names._used.add(g)
+        # node name -> the variable the code holds it in, where they differ: a node named as
+        # a builtin (export's `input` placeholder) is held in `input_1`, as torch.fx does
+        self.local: dict[str, str] = {}
+
+    def var(self, node: Node) -> str:
+        """The variable holding `node`'s value in the generated code."""
+        return self.local.get(node.name, node.name)
 
     def add_global(self, hint: str, obj: Any) -> str:
         """A global name bound to `obj` (reusing the name given to the same object)."""
@@ -90,7 +99,7 @@ class _Emitter:
         import fusegrad
 
         if isinstance(a, Node):
-            return a.name
+            return self.local.get(a.name, a.name)
         if isinstance(a, float) and (math.isinf(a) or math.isnan(a)):
             return repr(a)  # inf, -inf, nan: bound in globals
         if isinstance(a, _LITERALS):
@@ -113,8 +122,10 @@ class _Emitter:
             name = str(a).split(".")[-1]
             if getattr(fusegrad, name, None) is a:
                 return f"fusegrad.{name}"
-        if isinstance(a, fusegrad.device):
-            return f"fusegrad.device({str(a)!r})"
+        if isinstance(a, fusegrad.layout) and getattr(fusegrad, str(a)[6:], None) is a:
+            return f"fusegrad.{str(a)[6:]}"  # (`torch.strided` prints as its path)
+        if isinstance(a, fusegrad.device):  # (its repr, `device(type='cpu')`, as torch.fx's)
+            return self.add_global("device", fusegrad.device) + repr(a)[len("device"):]
         name = getattr(a, "name", None)  # named constants: fusegrad.contiguous_format
         if isinstance(name, str) and name.isidentifier() and getattr(fusegrad, name, None) is a:
             return f"fusegrad.{name}"
@@ -281,6 +292,9 @@ def python_code(graph, root_module: str = "self", verbose: bool = False,
     em = _Emitter()
     for node in graph.nodes:
         em.names._used.add(node.name)
+    for node in graph.nodes:
+        if node.name in _BUILTIN_NAMES:
+            em.local[node.name] = em.names.create_name(f"{node.name}_1")
     # For each node, the values whose last use it is (released right after it runs).
     last_use: dict[Node, Node] = {}
     to_release: dict[Node, list[Node]] = {}
@@ -319,8 +333,8 @@ def python_code(graph, root_module: str = "self", verbose: bool = False,
                 params.append(f'{t}: "{value}"{default}')
             else:
                 params.append(f"{t}{'' if kind is None else f' : {kind}'}{default}")
-            if node.name != t:
-                body.append(f"{node.name} = {t}")
+            if em.var(node) != t:
+                body.append(f"{em.var(node)} = {t}")
             continue
         if node.op == "output":
             if pytree_info is not None:
@@ -338,11 +352,11 @@ def python_code(graph, root_module: str = "self", verbose: bool = False,
                 body.extend(["", f"# {text}"] if body else [f"# {text}"])
                 summary = text
         value = value_annotation(node, include_stride, include_device) if verbose else None
-        typed = node.name if value is None else f'{node.name}: "{value}"'
+        typed = em.var(node) if value is None else f'{em.var(node)}: "{value}"'
         line = f"{typed} = {_expression(em, node)}"
-        released = [n.name for n in to_release.get(node, [])]
+        released = [em.var(n) for n in to_release.get(node, [])]
         if not node.users:
-            released.append(node.name)
+            released.append(em.var(node))
         if released:
             line += ";  " + " = ".join(released) + " = None"
         body.append(line)

@@ -344,7 +344,7 @@ def is_impure_call(target: Any, impure_random: bool = True) -> bool:
     partitioners share. True for a function marked with `has_side_effect` (or an instance of
     a marked class), a public function the registry flags side-effectful or random
     (`_flagged_functions`), and a registry op's handle (`ops.aten.add_.Tensor`) that writes
-    an input or, with `impure_random`, draws random numbers."""
+    an input or, with `impure_random`, draws random numbers (a random factory's handle too)."""
     try:
         if target in IMPURE_FUNCTIONS or target in _flagged_functions():
             return True
@@ -355,4 +355,5 @@ def is_impure_call(target: Any, impure_random: bool = True) -> bool:
     op = getattr(target, "op", None)
     if op is not None and hasattr(op, "inplace"):
         return bool(op.inplace) or (impure_random and bool(getattr(op, "random", 0)))
-    return False
+    # (a random factory's handle, `ops.aten.randn.default`: `ops.call_handles`)
+    return impure_random and getattr(target, "draws", None) is True

@@ -40,7 +40,7 @@ def hardtanh_(input: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Ten
 
 def relu6(input: Tensor, inplace: bool = False) -> Tensor:
     """min(max(x, 0), 6): hardtanh(x, 0, 6), as PyTorch records it."""
-    return hardtanh(input, 0.0, 6.0, inplace)
+    return hardtanh(input, 0, 6, inplace)  # (ints, as PyTorch passes them)
 
 
 def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:

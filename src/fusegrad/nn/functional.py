@@ -352,7 +352,7 @@ def pad(input: Tensor, pad: list, mode: str = "constant", value: float | None = 
                            f"input dimension but got padding length {len(pad)} and input of "
                            f"dimension {ndim}")
     if mode == "constant":
-        return call(P.constant_pad_nd, input, pad, 0 if value is None else value)
+        return call(P.constant_pad_nd, input, pad, 0.0 if value is None else value)
     if value is not None and value != 0:
         raise RuntimeError(f'Padding mode "{mode}" doesn\'t take in value argument')
     k = len(pad) // 2
@@ -635,8 +635,9 @@ def gelu(input: Tensor, approximate: str = "none") -> Tensor:
     return call(REGISTRY["gelu"], input, approximate)
 
 
-def softplus(input, beta=1.0, threshold=20.0) -> Tensor:  # noqa: F811 (torch's argument name)
-    """log(1 + exp(beta x)) / beta, linear above `threshold`."""
+def softplus(input, beta=1, threshold=20) -> Tensor:  # noqa: F811 (torch's argument name)
+    """log(1 + exp(beta x)) / beta, linear above `threshold` (defaults the ints PyTorch's
+    schema has, left out of make_fx's graphs; a float given is written out, as there)."""
     return call(REGISTRY["softplus"], input, beta, threshold)
 
 

@@ -26,13 +26,13 @@ def _same(a, b) -> bool:
 
 # PyTorch's parameters and defaults where the kernel's do not tell them: the activations whose
 # kernels take `*params` (named as torch's schemas name them, each default the value the
-# functional layer passes for an argument left out: `softplus`'s `1.0`, where the schema's is
-# `1`) and `hardtanh`, whose schema's defaults are the ints -1 and 1 (`F.hardtanh`'s floats
+# functional layer passes for an argument left out, the schema's: `softplus`'s ints 1 and 20)
+# and `hardtanh`, whose schema's defaults are the ints -1 and 1 (`F.hardtanh`'s floats
 # `-1.0`, `1.0` are then written out, as PyTorch's graphs write them).
 _ELU = (("alpha", 1), ("scale", 1), ("input_scale", 1))
 _SCHEMA_PARAMETERS = {
     "gelu": (("approximate", "none"),),
-    "softplus": (("beta", 1.0), ("threshold", 20.0)),
+    "softplus": (("beta", 1), ("threshold", 20)),
     "leaky_relu": (("negative_slope", 0.01),),
     "leaky_relu_": (("negative_slope", 0.01),),
     "elu": _ELU,
@@ -143,9 +143,11 @@ class OpOverload:
 class OpOverloadPacket:
     """All overloads of one op name (`aten.mul`); each overload is an attribute."""
 
-    def __init__(self, name: str, overloads: dict[str, OpDef]):
+    def __init__(self, name: str, overloads: dict[str, OpDef], handles: dict | None = None):
         self.__name__ = name
-        self._overloads = {ov: OpOverload(op, name, ov) for ov, op in overloads.items()}
+        # (`handles`: overloads made already, the factories' that are no registry entries)
+        self._overloads = handles or {ov: OpOverload(op, name, ov)
+                                      for ov, op in overloads.items()}
         for ov, handle in self._overloads.items():
             setattr(self, ov, handle)
 
@@ -194,13 +196,20 @@ class _AtenNamespace:
                     overloads[ov] = op
             if name in _SCALAR_OVERLOADS and "Tensor" in overloads:
                 overloads.setdefault("Scalar", overloads["Tensor"])
+            handles = None
             if not overloads:
+                from .call_handles import call_overloads
+
+                handles = call_overloads(name)
+            if not overloads and not handles:
                 raise AttributeError(f"'_OpNamespace' 'aten' object has no attribute '{name}'")
-            packet = packets[name] = OpOverloadPacket(name, overloads)
+            packet = packets[name] = OpOverloadPacket(name, overloads, handles)
         return packet
 
     def __dir__(self) -> list[str]:
-        return sorted({_split(k)[0] for k in REGISTRY})
+        from .call_handles import packets
+
+        return sorted({_split(k)[0] for k in REGISTRY} | packets())
 
 
 aten = _AtenNamespace()

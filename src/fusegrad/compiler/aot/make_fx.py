@@ -7,6 +7,7 @@ import inspect
 
 from ..._fake import FakeTensor
 from ..._tensor import Tensor
+from ...fx import Node
 from ...ops.overloads import _SCALAR_OVERLOADS, _same, aten
 from ...ops.overloads import EMPTY as _EMPTY
 from ...ops.overloads import parameters as _defaults
@@ -17,7 +18,10 @@ from .tracing import Tracer
 # `half_to_float` of `_softmax`, the `train` of `native_dropout`, the `dims` of `mean.dim`
 # given None): an argument there, and any before it, is always written out.
 _NO_SCHEMA_DEFAULT = frozenset(("half_to_float", "self_is_result", "train", "ord",
-                                "full_matrices", "reduction"))
+                                "full_matrices"))
+# The same for one op only: the losses' schemas default `reduction` to Mean (`mse_loss(x, t)`),
+# this one's does not.
+_NO_SCHEMA_DEFAULT_OF = {"multilabel_margin_loss_forward": frozenset(("reduction",))}
 
 
 # Parameters PyTorch's schemas take by keyword only wherever they take them (`cumsum(Tensor
@@ -81,6 +85,27 @@ def _int_list(a):
     return a
 
 
+def _scalar_operands(graph, node) -> None:
+    """`where.self(c, x, 0.0)`: the numbers made 0-d tensors of the result's dtype by
+    `scalar_tensor` nodes before it (the later operand's first), as PyTorch's Python layer
+    wraps a number given for a Tensor operand. Left as it is where a tensor operand has
+    another dtype (PyTorch converts it first, with its own nodes)."""
+    val = node.meta.get("val")
+    if val is None or any(isinstance(a, Node) and getattr(a.meta.get("val"), "dtype", None)
+                          is not val.dtype for a in node.args[1:]):
+        return
+    args = list(node.args)
+    from ... import _device, strided
+
+    for i in (2, 1):
+        if _number(args[i]):
+            with graph.inserting_before(node):
+                args[i] = graph.call_function(
+                    aten.scalar_tensor.default, (args[i],),
+                    {"dtype": val.dtype, "layout": strided, "device": _device.cpu})
+    node.args = tuple(args)
+
+
 def torch_style_args(graph) -> None:
     """Write the op calls of a traced graph as PyTorch's dispatcher hands them over: int
     tuples as lists, the parameters its schema takes by keyword only as keyword arguments,
@@ -90,6 +115,8 @@ def torch_style_args(graph) -> None:
         op = getattr(node.target, "op", None) if node.op == "call_function" else None
         if not isinstance(op, OpDef):
             continue
+        if op.name == "where.self" and len(node.args) == 3:
+            _scalar_operands(graph, node)
         args = [_int_list(a) for a in node.args]
         params = _defaults(op)
         args = _as_torch_passes(op, args, params)
@@ -102,16 +129,17 @@ def torch_style_args(graph) -> None:
         # (the overloads named for their dims, `mean.dim`, `squeeze.dims`, have no default
         # for them in torch's schema: None is written out there)
         start = _keyword_start(op, params)
+        no_default = _NO_SCHEMA_DEFAULT | _NO_SCHEMA_DEFAULT_OF.get(op.name, frozenset())
         kwargs = {}
         if start is not None and start < len(args):
             for (name, default), value in zip(params[start:], args[start:]):
-                if default is _EMPTY or name in _NO_SCHEMA_DEFAULT or \
+                if default is _EMPTY or name in no_default or \
                         not _same(value, default):
                     kwargs[name] = value
             args = args[:start]
         while args and len(args) <= len(params):
             name, default = params[len(args) - 1]
-            if name in _NO_SCHEMA_DEFAULT or default is _EMPTY or not _same(args[-1], default) \
+            if name in no_default or default is _EMPTY or not _same(args[-1], default) \
                     or (name == "dims" and args[-1] is None and "dim" in overload):
                 break
             args.pop()
@@ -177,6 +205,7 @@ def make_fx(f, decomposition_table: dict | None = None, tracing_mode: str = "rea
     @functools.wraps(f)
     def wrapped(*args):
         tracer = Tracer(fake=tracing_mode == "fake", decomposition_table=decomposition_table)
+        tracer.record_factories = True
         class_name, names = _signature_of(f, len(args))
         names = iter(names)
         inputs = []

@@ -8,9 +8,11 @@ traced tensors as it does in eager mode, so running the engine under the tracer 
 derivatives too (they are registry ops): that is how the joint graph is made.
 
 The tracer keeps, per tensor, the node holding its current value. Factory results become graph
-constants; a tensor made outside dispatch that aliases a traced one (`detach`, `.data`) takes
-that tensor's node. With `functionalize=True`, in-place ops and writes through views are
-rewritten as out-of-place ops (see functionalize.py); with `strict=True` (AOT), anything whose
+constants (with `record_factories`, make_fx's choice, the factory call the program made, as
+torch's make_fx records it: `zeros.default([3], ...)`); a tensor made outside dispatch that
+aliases a traced one (`detach`, `.data`) takes that tensor's node. With `functionalize=True`,
+in-place ops and writes through views are rewritten as out-of-place ops (see
+functionalize.py); with `strict=True` (AOT), anything whose
 value the graph would get wrong (random factories, tensors made from NumPy while tracing,
 writes the tracer did not see) raises `AOTUnsupported` instead.
 """
@@ -21,10 +23,11 @@ import operator
 
 import numpy as np
 
-from ... import _dispatch, _dtype
+from ... import _dispatch, _dtype, _thread_state
 from ..._fake import FakeTensor, FakeTensorMode
 from ..._recording import no_grad_view_error
 from ..._tensor import Tensor, tensors_in
+from ..._thread_state import local as _thread_local
 from ..._thread_state import set_grad_enabled as _set_mode
 from ...autograd.grad_mode import is_grad_enabled, no_grad
 from ...fx import Graph, has_side_effect
@@ -219,6 +222,10 @@ class Tracer(_dispatch.DispatchMode):
     """Records registry ops into `self.graph` (see the module docstring)."""
 
     factory_values = True  # factories pass their values (and whether they are random)
+    # Record the program's factory calls (`aten.zeros.default`) rather than their values as
+    # constants, and its detaching aliases (`detach()`, `.data`) as `aten.detach.default`:
+    # make_fx's and export's graphs, which PyTorch's users read; AOT's lowerings take neither.
+    record_factories = False
 
     def __init__(self, *, fake: bool, decomposition_table: dict | None = None,
                  functionalize: bool = False, strict: bool = False, known_constants=()):
@@ -317,16 +324,16 @@ class Tracer(_dispatch.DispatchMode):
         # swapped for its base's since, and the old one's id reused: check identity.)
         for cand in self._by_vc.get(id(t._vc), ()):
             if cand is not t and cand._vc is t._vc and _geometry(cand) == geometry:
-                return self._alias(t, cand)
+                return self._alias(t, cand, detached=True)
         # A view takes its base's version counter only after the mode returns (dispatch links
         # it), so views are not listed under that counter: look through every traced tensor.
         for cand, _, _ in list(self._entries.values()):
             if cand is not t and cand._vc is t._vc and _geometry(cand) == geometry:
-                return self._alias(t, cand)
+                return self._alias(t, cand, detached=True)
         cand = self._by_data.get(id(t._data)) if t._data is not None else None
         if cand is not None and cand._data is t._data and _geometry(cand) == geometry:
             # (`.data` shares the array; a listed tensor given another array since no longer)
-            return self._alias(t, cand)
+            return self._alias(t, cand, detached=True)
         lifted = self._lifted.get(id(t))
         if lifted is not None and lifted[0] is t:  # read from outside: an input stands for it
             return self._alias(t, lifted[1])
@@ -343,8 +350,13 @@ class Tracer(_dispatch.DispatchMode):
             raise AOTUnsupported("a function of the graph reads a tensor that requires grad")
         self._lifted[id(t)] = (t, stand_in)
 
-    def _alias(self, t: Tensor, cand: Tensor):
+    def _alias(self, t: Tensor, cand: Tensor, detached: bool = False):
         node = self.node_of(cand)
+        if detached and self.record_factories and not self.functional:
+            # (`detach()`, `.data`: recorded as torch's make_fx records them)
+            from ...ops.call_handles import handle
+
+            node = self.emit(handle("detach.default"), (node,))
         self._set(t, node)
         if self.functional:
             self._recipes[id(t)] = (None, (), None, cand)
@@ -373,10 +385,10 @@ class Tracer(_dispatch.DispatchMode):
             return a.__class__(self._map(x) for x in a)
         return a
 
-    def emit(self, target, args: tuple):
+    def emit(self, target, args: tuple, kwargs: dict | None = None):
         """Record a call of `target` on `args` (nodes and literals); inside a recompute
         region (`markers.enter_recompute_region`) the node is tagged for the partitioners."""
-        node = self.graph.call_function(target, tuple(args))
+        node = self.graph.call_function(target, tuple(args), kwargs)
         if RECOMPUTE_REGIONS.depth > self._regions_before:
             node.meta["recompute"] = True
         if self.node_meta is not None:  # (export: the module calls the node is made in)
@@ -767,6 +779,12 @@ class Tracer(_dispatch.DispatchMode):
         """A factory's result: its values become a graph constant; a random factory's
         (`random`) are drawn by a node each time the graph runs (`RandomFactory`)."""
         self.sync_grad_mode()
+        if self.record_factories:
+            from ..._creation import traced_call
+
+            call = traced_call()
+            if call is not None:
+                return self._factory_call(call, shape, dtype, requires_grad, fill)
         if random:
             if _reads_traced_values(fill):
                 # (`normal(p, 1.0, size)` of a float input: the draw would keep its traced
@@ -788,6 +806,48 @@ class Tracer(_dispatch.DispatchMode):
             t = FakeTensor._make_fake(shape, dtype)
         else:
             t = Tensor._make(real._data.copy(), dtype)
+        self._set(t, node)
+        if requires_grad:
+            t._rg = True
+        return t
+
+    def record_whole(self, target, args: tuple, kwargs: dict, run):
+        """Record one call of `target` (a `call_handles` handle: a layer export keeps whole,
+        `aten.linear.default`) on `args` and `kwargs`, whose result `run()` computes: `run`
+        runs with this tracer off the mode stack, on fakes, so the registry ops the layer is
+        made of are not recorded (a buffer it writes, batch norm's statistics, is written by
+        the call when the graph runs)."""
+        self.sync_grad_mode()
+        node = self.emit(target, tuple(self._map(a) for a in args),
+                         {k: self._map(v) for k, v in kwargs.items()} or None)
+        saved = _thread_local.modes
+        _thread_state.pop("modes", self)
+        try:
+            with self._fake_mode:
+                out = run()
+        finally:
+            _thread_state.push("modes", self)
+            _thread_local.modes = saved  # (in its place on the stack again)
+        if isinstance(out, Tensor):  # (one the layer returns as it got it too, as torch's)
+            self._set(out, node)
+        return out
+
+    def _factory_call(self, call: tuple, shape, dtype, requires_grad: bool, fill):
+        """A factory's result recorded as the call `call` (`_creation.traced_call`) the
+        program made: a literal's values as a constant copied by `lift_fresh_copy`."""
+        from ...ops.overloads import _overload_of_handle
+
+        name, args, kwargs = call
+        handle = _overload_of_handle(*name.split("."))
+        if args is None:  # a literal
+            real = Tensor._make(np.asarray(fill(dtype.np)), dtype)
+            node = self.emit(handle, (self._constant(real),))
+        else:
+            node = self.emit(handle, tuple(self._map(a) for a in args), kwargs)
+        if self.fake:
+            t = FakeTensor._make_fake(shape, dtype)
+        else:  # (a random factory draws now, as eager would)
+            t = Tensor._make(np.asarray(fill(dtype.np)).copy(), dtype)
         self._set(t, node)
         if requires_grad:
             t._rg = True

@@ -29,8 +29,8 @@ class ReLU6(Module):
         self.inplace = inplace
 
     def forward(self, input: Tensor) -> Tensor:
-        """relu6(input)."""
-        return F.relu6(input, self.inplace)
+        """hardtanh(input, 0.0, 6.0): the module passes floats, as PyTorch's (F.relu6 ints)."""
+        return F.hardtanh(input, 0.0, 6.0, self.inplace)
 
     def extra_repr(self) -> str:
         return "inplace=True" if self.inplace else ""
