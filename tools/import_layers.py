@@ -58,13 +58,13 @@ LAYERS: list[tuple[str, str, tuple[str, ...]]] = [
         "_distributions", "_decomp", "linalg", "fft", "sparse", "special", "signal", "overrides",
         "autograd.functional", "autograd.gradcheck", "accelerator",
         "backends", "cpu", "cuda", "amp", "testing", "types", "return_types", "library", "random",
-        "futures", "_subclasses",
+        "futures", "_subclasses", "_quantized",
         "func", "storage", "utils.__init__", "utils._pytree", "utils._pytree_keys")),
     ("nn", "modules, optimizers, data, saving, distributions, models, profiler", (
         "nn", "optim", "utils", "distributions", "datasets", "models", "distributed",
         "multiprocessing",
         "profiler", "autograd.profiler", "serialization", "_object_pickle", "_checkpoint_read",
-        "hub", "cli", "__main__")),
+        "hub", "cli", "__main__", "ao", "quantization")),
     ("fx", "graph IR, ONNX export, drawings", ("fx", "onnx", "viz")),
     ("compiler", "capture, AOT autograd, code generation, script, export", (
         "compiler", "_dynamo", "_inductor", "_logging", "jit", "_functorch", "fx.experimental",

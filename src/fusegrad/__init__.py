@@ -84,6 +84,10 @@ with _CollectorPaused():
         int32,
         int64,
         promote_types,
+        qint8,
+        qint32,
+        quint4x2,
+        quint8,
         set_default_dtype,
         uint8,
         uint16,
@@ -197,7 +201,7 @@ _LAZY_MODULES = frozenset({
     "models", "multiprocessing",
     "library", "nn", "onnx", "optim", "overrides", "profiler", "random", "serialization",
     "signal",
-    "sparse", "special", "storage", "testing", "types", "viz",
+    "sparse", "special", "storage", "testing", "types", "viz", "ao", "quantization",
 })
 _LAZY_NAMES = {"autocast": "amp", "GradScaler": "amp", "compile": "compiler",
                "load": "serialization", "save": "serialization",
@@ -214,6 +218,11 @@ _LAZY_NAMES.update(dict.fromkeys(ops.surface.names_with(ops.surface.NN_SPELLING)
 _LAZY_NAMES.update(dict.fromkeys(ops.foreach.names(), "_functions.foreach"))
 # `segment_reduce`, its keyword-only signature checked beside its op.
 _LAZY_NAMES["segment_reduce"] = "ops.segment"
+# Quantized tensors: their constructors and quantization schemes (`per_tensor_affine`, ...).
+_LAZY_NAMES.update(dict.fromkeys(
+    ("quantize_per_tensor", "quantize_per_channel", "dequantize", "qscheme",
+     "per_tensor_affine", "per_channel_affine", "per_tensor_symmetric", "per_channel_symmetric",
+     "per_channel_affine_float_qparams"), "_quantized"))
 
 
 def __getattr__(name: str):

@@ -17,6 +17,8 @@ import numpy as np
 from . import _type_names
 
 BOOL, INT, FLOAT, COMPLEX = 0, 1, 2, 3
+# Quantized dtypes (`qint8`, ...) rank below every other category: no promotion, no gradients.
+QUANTIZED = -1
 # Categories at or above FLOAT are differentiable (`category >= FLOAT`: one comparison on the
 # recording path whether the tensor is real or complex).
 
@@ -27,7 +29,9 @@ _CPP_NAMES = {
     "float32": "float", "float64": "double", "float16": "c10::Half", "bfloat16": "c10::BFloat16",
     "int64": "long int", "int32": "int", "int16": "short int", "int8": "signed char",
     "uint8": "unsigned char", "uint16": "short unsigned int", "bool": "bool",
-    "complex64": "c10::complex<float>", "complex128": "c10::complex<double>"}
+    "complex64": "c10::complex<float>", "complex128": "c10::complex<double>",
+    "qint8": "c10::qint8", "quint8": "c10::quint8", "qint32": "c10::qint32",
+    "quint4x2": "c10::quint4x2"}
 
 
 # The element types that still have a legacy tensor class (`torch.FloatTensor`); PyTorch's
@@ -135,11 +139,44 @@ bool_ = dtype("bool", np.bool_, BOOL, "Bool")
 complex64 = dtype("complex64", np.complex64, COMPLEX, "ComplexFloat")
 complex128 = dtype("complex128", np.complex128, COMPLEX, "ComplexDouble")
 
+
+class _QuantizedDtype(dtype):
+    """A quantized element type (`qint8`, ...). Only quantized tensors (`_quantized.py`)
+    hold one, storing the integer representation in `storage` (int8, uint8, int32); `.np`
+    raises PyTorch's error, so that no factory or conversion makes a plain tensor of it."""
+
+    __slots__ = ("storage",)
+
+    def __init__(self, name: str, storage, legacy: str):
+        self.name = name
+        self.storage = np.dtype(storage)
+        self.category = QUANTIZED
+        self.itemsize = self.storage.itemsize
+        self.is_signed = self.storage.kind == "i"
+        self.legacy = legacy
+        self.cpp = _CPP_NAMES[name]
+
+    @property
+    def np(self):
+        """Refused: a quantized tensor is made by `quantize_per_tensor` and its kin."""
+        raise RuntimeError("empty_strided not supported on quantized tensors yet see "
+                           "https://github.com/pytorch/pytorch/issues/74540")
+
+
+_QuantizedDtype.__name__ = _QuantizedDtype.__qualname__ = "dtype"
+_QuantizedDtype.__module__ = "fusegrad"
+# Not in `ALL` nor `FROM_NP` (an int8 array is an int8 tensor); `BY_NAME` finds them.
+qint8 = _QuantizedDtype("qint8", np.int8, "QInt8")
+quint8 = _QuantizedDtype("quint8", np.uint8, "QUInt8")
+qint32 = _QuantizedDtype("qint32", np.int32, "QInt32")
+quint4x2 = _QuantizedDtype("quint4x2", np.uint8, "QUInt4x2")  # one value per byte here
+QUANTIZED_DTYPES = (qint8, quint8, qint32, quint4x2)
+
 ALL = (float16, bfloat16, float32, float64, int8, int16, int32, int64, uint8, uint16, bool_,
        complex64, complex128)
 _TO_REAL = {complex64: float32, complex128: float64}
 _TO_COMPLEX = {float32: complex64, float64: complex128}
-BY_NAME = {d.name: d for d in ALL}
+BY_NAME = {d.name: d for d in ALL + QUANTIZED_DTYPES}
 # The dtypes with a legacy storage class (`torch.FloatStorage`: the legacy name + "Storage").
 LEGACY_STORAGE = ("uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64",
                   "bool", "bfloat16", "complex64", "complex128")
@@ -261,6 +298,10 @@ _PROMOTE: dict[tuple[dtype, dtype], dtype] = {}
 
 
 def _promote_uncached(a: dtype, b: dtype) -> dtype:
+    if a.category == QUANTIZED or b.category == QUANTIZED:
+        raise RuntimeError("promoteTypes with quantized numbers is not handled yet; figure "
+                           "out what the correct rules should be, offending types: "
+                           f"{a.legacy} {b.legacy}")
     if a is uint16 or b is uint16:
         raise RuntimeError("Promotion for uint16, uint32, uint64 types is not supported, "
                            f"attempted to promote {a.legacy} and {b.legacy}")

@@ -200,3 +200,18 @@ fake_quantize_per_channel_affine_cachemask = register(
     samples=lambda rng, dt: [Sample((rand_array(rng, (3, 4), dt) * 3,
                                      np.array([0.1, 0.2, 0.05], F32),
                                      np.array([0, 1, -1], np.int32), 0, -8, 7), name="axis0")])
+
+
+# What quantized tensors (`fusegrad._quantized`) run, by registry name. Beside every view op
+# (`OpDef.view`), these ops only move a tensor's elements, so they run their own kernel on
+# the integer representation; the indexing ops take integer or bool index tensors.
+QUANTIZED_MOVES = frozenset(("clone", "_unsafe_view"))
+QUANTIZED_INDEXING = frozenset(("index.Tensor", "index_select"))
+# What a per-channel tensor allows (its channel axis stays where it is).
+QUANTIZED_PER_CHANNEL_MOVES = frozenset(("alias", "clone"))
+# Arithmetic that PyTorch refuses with a number operand while making its (quantized) result.
+QUANTIZED_WITH_NUMBER = frozenset(("add.Tensor", "add.Scalar", "sub.Tensor", "sub.Scalar",
+                                   "mul.Tensor", "mul.Scalar", "div.Tensor", "div.Scalar",
+                                   "rsub.Scalar", "rsub.Tensor"))
+# The overload PyTorch's error names where it is not the op's `.out`.
+QUANTIZED_ERROR_NAMES = {"sum": "sum.IntList_out", "sum.dim_IntList": "sum.IntList_out"}
