@@ -341,3 +341,19 @@ def test_quantize_dynamic_state_dict_copy_and_defaults():
                         {"T": T}) for a in ("None, T.int8", "{T.nn.Linear}, T.int8")]
               for T in LIBS]
     assert errors[0] == errors[1]
+
+
+def test_quantize_dynamic_warns_as_torch_and_legacy_module_path():
+    """`quantize_dynamic` gives PyTorch's deprecation notice at the caller's line, and
+    `nn.quantized.dynamic.Linear` is the module it swaps in."""
+
+    def notices(lib):
+        model = lib.nn.Sequential(lib.nn.Linear(4, 3))
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            q = lib.ao.quantization.quantize_dynamic(model, {lib.nn.Linear}, dtype=lib.qint8)
+        assert type(q[0]) is lib.nn.quantized.dynamic.Linear
+        return [str(w.message) for w in seen
+                if w.category is DeprecationWarning and w.filename == __file__]
+
+    assert notices(fusegrad) == notices(torch) != []

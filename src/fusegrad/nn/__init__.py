@@ -44,3 +44,12 @@ def factory_kwargs(kwargs: dict | None) -> dict:
             raise TypeError(f"{key} specified twice, in **kwargs and in factory_kwargs")
         merged[key] = kwargs[key]
     return merged
+
+
+def __getattr__(name: str):
+    """`nn.quantized` (the legacy spelling of `ao.nn.quantized`), loaded on first use."""
+    if name == "quantized":
+        import importlib
+
+        return importlib.import_module(f"{__name__}.quantized")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

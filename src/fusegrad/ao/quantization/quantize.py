@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import warnings
 
 from ... import _dtype
 from ...nn.modules.linear import Linear as _FloatLinear
@@ -17,6 +18,19 @@ def _default_mapping() -> dict:
 
 # Module types PyTorch's default dynamic mapping also quantizes, which have no quantized
 # counterpart here yet: refused rather than left in floating point.
+# PyTorch's notice, given at each call of its eager-mode quantization entry points.
+DEPRECATION = (
+    "torch.ao.quantization is deprecated and will be removed in 2.10. \n"
+    "For migrations of users: \n"
+    "1. Eager mode quantization (torch.ao.quantization.quantize, "
+    "torch.ao.quantization.quantize_dynamic), please migrate to use torchao eager mode "
+    "quantize_ API instead \n"
+    "2. FX graph mode quantization (torch.ao.quantization.quantize_fx.prepare_fx,"
+    "torch.ao.quantization.quantize_fx.convert_fx, please migrate to use torchao pt2e "
+    "quantization API instead (prepare_pt2e, convert_pt2e) \n"
+    "3. pt2e quantization has been migrated to torchao "
+    "(https://github.com/pytorch/ao/tree/main/torchao/quantization/pt2e) \n"
+    "see https://github.com/pytorch/ao/issues/2259 for more details")
 _NOT_YET = ("LSTM", "GRU", "LSTMCell", "RNNCell", "GRUCell", "Embedding", "EmbeddingBag")
 
 
@@ -82,6 +96,7 @@ def quantize_dynamic(model, qconfig_spec=None, dtype=_dtype.qint8, mapping=None,
     """`model` (a copy unless `inplace`) in eval mode with its submodules of the types (or
     names) in `qconfig_spec` replaced by their dynamically quantized versions: weights
     quantized once, activations quantized per call."""
+    warnings.warn(DEPRECATION, DeprecationWarning, stacklevel=2)
     spec = _spec_for(qconfig_spec, dtype)
     if mapping is None:
         mapping = _default_mapping()
