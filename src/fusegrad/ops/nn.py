@@ -688,6 +688,9 @@ def _nll_grad_array(g, shape, t, weight, reduction, ignore_index, total):
     if reduction == 1:  # (the gradient divided by the total first, as PyTorch's)
         g = g / (total + (total == 0).astype(total.dtype))
     vals = -(g * w) if reduction == 0 else -(w * g)
+    if not valid.all():
+        # PyTorch writes nothing at an ignored target: +0, where -(w * g) is -0 there
+        vals = np.where(valid, np.broadcast_to(vals, safe.shape), g.dtype.type(0))
     full = (shape[0] if not one else 1,) + tuple(shape[1:] if not one else shape)
     gi = np.zeros(full, g.dtype)
     np.put_along_axis(gi, safe[:, None], np.broadcast_to(vals, safe.shape)[:, None], 1)

@@ -116,10 +116,20 @@ def _strong_wolfe(obj_func, x, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_chang
     return bracket_f[low], bracket_g[low], bracket[low], evals
 
 
+def _axpy(x: np.ndarray, alpha, y: np.ndarray) -> np.ndarray:
+    """x + alpha * y as PyTorch's `add(x, y, alpha=alpha)` rounds it: once, for float32 (the
+    product is exact in float64, where the sum rounds before float32, about once in 2^29
+    another result); in the arrays' dtype otherwise."""
+    if x.dtype == np.float32 and y.dtype == np.float32:
+        return (x.astype(np.float64) + float(alpha) * y.astype(np.float64)).astype(np.float32)
+    return (x + alpha * y).astype(x.dtype, copy=False)
+
+
 def _arr(value):
-    """A state entry as NumPy (tensors) or a float (numbers)."""
+    """A state entry as NumPy (tensors; a 0-d one as a scalar of its dtype) or a float
+    (numbers)."""
     if isinstance(value, Tensor):
-        return value._data.copy() if value._data.ndim else float(value._data)
+        return value._data.copy() if value._data.ndim else value._data[()]
     return value
 
 
@@ -176,8 +186,7 @@ class LBFGS(Optimizer):
         for p in self._params:
             data = _real(p._data)  # a view: a complex parameter moves in both parts
             n = data.size
-            data += (step * update[offset:offset + n]).reshape(data.shape).astype(
-                data.dtype, copy=False)
+            data[...] = _axpy(data, step, update[offset:offset + n].reshape(data.shape))
             p._vc[0] += 1
             offset += n
 
@@ -216,6 +225,7 @@ class LBFGS(Optimizer):
         flat_grad = self._flat_grad().copy()
         if np.abs(flat_grad).max() <= tolerance_grad:
             return orig_loss
+        one = flat_grad.dtype.type(1)
 
         d, t = _arr(state.get("d")), _arr(state.get("t"))
         old_dirs = [_arr(v) for v in state.get("old_dirs") or []]
@@ -236,7 +246,9 @@ class LBFGS(Optimizer):
             else:
                 y = flat_grad - prev_flat_grad
                 s = d * t
-                ys = float(y @ s)
+                # The curvature scalars stay in the parameters' dtype, as PyTorch's 0-d
+                # tensors do (in double they round otherwise, and the iterates drift).
+                ys = y @ s
                 # Only pairs with positive curvature keep the inverse Hessian positive.
                 if ys > 1e-10:
                     if len(old_dirs) == history_size:
@@ -245,8 +257,8 @@ class LBFGS(Optimizer):
                         ro.pop(0)
                     old_dirs.append(y)
                     old_stps.append(s)
-                    ro.append(1.0 / ys)
-                    H_diag = ys / float(y @ y)
+                    ro.append(one / ys)
+                    H_diag = ys / (y @ y)
                 num_old = len(old_dirs)
                 if "al" not in state:
                     # Entered now (the final list is stored at the end) so the state's keys
@@ -256,17 +268,18 @@ class LBFGS(Optimizer):
                     al = al + [None] * (history_size - len(al))
                 q = -flat_grad
                 for i in range(num_old - 1, -1, -1):
-                    al[i] = float(old_stps[i] @ q) * ro[i]
-                    q = q - al[i] * old_dirs[i]
+                    al[i] = (old_stps[i] @ q) * ro[i]
+                    q = _axpy(q, -al[i], old_dirs[i])
                 r = q * H_diag
                 for i in range(num_old):
-                    be_i = float(old_dirs[i] @ r) * ro[i]
-                    r = r + (al[i] - be_i) * old_stps[i]
+                    be_i = (old_dirs[i] @ r) * ro[i]
+                    r = _axpy(r, al[i] - be_i, old_stps[i])
                 d = r
             prev_flat_grad = flat_grad.copy()
             prev_loss = loss
             if state["n_iter"] == 1:
-                t = min(1.0, 1.0 / float(np.abs(flat_grad).sum())) * lr
+                # (a 0-d tensor in PyTorch where the gradient is large: its dtype's rounding)
+                t = min(1.0, one / np.abs(flat_grad).sum()) * lr
             else:
                 t = lr
             gtd = float(flat_grad @ d)
@@ -304,7 +317,8 @@ class LBFGS(Optimizer):
             if abs(loss - prev_loss) < tolerance_change:
                 break
 
-        state["d"], state["t"] = _tensor(d), t
+        state["d"] = _tensor(d)
+        state["t"] = Tensor._make(np.array(t)) if isinstance(t, np.generic) else t
         state["old_dirs"] = [_tensor(v) for v in old_dirs]
         state["old_stps"] = [_tensor(v) for v in old_stps]
         state["ro"] = [Tensor._make(np.array(v, d.dtype)) for v in ro]

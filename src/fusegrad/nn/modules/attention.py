@@ -160,8 +160,10 @@ class MultiheadAttention(Module):
         b = self.in_proj_bias
         if not self._qkv_same_embed_dim:
             bq, bk, bv = (None, None, None) if b is None else b.chunk(3)
-            return (F.linear(query, self.q_proj_weight, bq), F.linear(key, self.k_proj_weight, bk),
-                    F.linear(value, self.v_proj_weight, bv))
+            ws = (self.q_proj_weight, self.k_proj_weight, self.v_proj_weight)
+            _check_separate_projections(query, key, value, ws, (bq, bk, bv))
+            return (F.linear(query, ws[0], bq), F.linear(key, ws[1], bk),
+                    F.linear(value, ws[2], bv))
         w = self.in_proj_weight
         if key is value:
             if query is key:
@@ -383,6 +385,20 @@ def _native_attention(query, embed_dim: int, num_heads: int, in_proj_weight, in_
     if average_attn_weights:
         weights = weights.mean(dim=1)
     return out, weights.contiguous()
+
+
+def _check_separate_projections(query, key, value, weights, biases) -> None:
+    """PyTorch's checks of separate projections against the inputs' widths, made before any
+    projection runs (so a wrong key or value width is an AssertionError naming the weight)."""
+    eq = query.shape[-1]
+    widths = (eq, key.shape[-1], value.shape[-1])
+    for name, w, width in zip(("query", "key", "value"), weights, widths):
+        if tuple(w.shape) != (eq, width):
+            raise AssertionError(f"expecting {name} weights shape of {(eq, width)}, "
+                                 f"but got {w.shape}")
+    for name, b in zip(("query", "key", "value"), biases):
+        if b is not None and tuple(b.shape) != (eq,):
+            raise AssertionError(f"expecting {name} bias shape of {(eq,)}, but got {b.shape}")
 
 
 def _split_packed(proj, n: int, e: int) -> tuple:
