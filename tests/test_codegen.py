@@ -42,9 +42,11 @@ def _with_specials(a: np.ndarray) -> np.ndarray:
 
 
 def _lowered_ops():
+    # (a lowering that takes its op whole, flash attention's C kernels, is an extern call
+    # compared with eager within the op's tolerance: tests/test_codegen_training6.py)
     return sorted(name for name, op in REGISTRY.items()
                   if callable(op.lowering) and not op.inplace and not op.random
-                  and op.samples is not None)
+                  and op.samples is not None and not getattr(op.lowering, "whole", False))
 
 
 def _close(got: np.ndarray, want: np.ndarray, dtype) -> bool:

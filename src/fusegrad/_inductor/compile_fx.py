@@ -270,11 +270,12 @@ def compile_fx(gm: Any, example_inputs: list, config_patches: dict | None = None
     from ..compiler.aot.api import aot_module_simplified
     from . import config
 
-    # An op whose entry says its NumPy kernel is its lowering ("extern") stays whole, as
-    # PyTorch's inductor keeps its fallbacks (CPU flash attention): the kernel gives eager's
+    # An op whose entry says its NumPy kernel is its lowering ("extern"), or whose lowering
+    # takes the op whole (`whole`: CPU flash attention, a C kernel of the code generator),
+    # stays whole, as PyTorch's inductor keeps its fallbacks: the kernel gives eager's
     # values and layout, a decomposition only the values.
     decompositions = {op: _whole_in_half(fn, op) for op, fn in core_aten_decompositions().items()
-                      if op.lowering != "extern"}
+                      if op.lowering != "extern" and not getattr(op.lowering, "whole", False)}
 
     options = config.resolve(None, None) if config_patches is None else config_patches
 

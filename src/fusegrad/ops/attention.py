@@ -331,11 +331,23 @@ def _backward_samples(rng, dt):
     return samples
 
 
+def _lower_forward(v, *args, **kwargs):
+    return v.attention(*args, **kwargs)
+
+
+def _lower_backward(v, *args, **kwargs):
+    return v.attention_backward(*args, **kwargs)
+
+
+# Compiled graphs keep both ops whole (their decompositions would make every score row a
+# tensor): the code generator runs its C attention kernels, or else these NumPy kernels.
+_lower_forward.whole = _lower_backward.whole = True
+
 flash_attention = register(
     "_scaled_dot_product_flash_attention_for_cpu", kernel=_flash_kernel, meta=_flash_meta,
     node="ScaledDotProductFlashAttentionForCpuBackward0", derivative=_flash_derivative,
     save=_flash_save, nondiff_outputs=(1,), nondiff_args=(5,), samples=_flash_samples,
-    decomposition=_flash_decomposition, lowering="extern",
+    decomposition=_flash_decomposition, lowering=_lower_forward,
     public="_scaled_dot_product_flash_attention_for_cpu", tolerance={"float32": 1e-4},
     onnx=ox.attention)
 
@@ -343,7 +355,7 @@ flash_attention_backward = register(
     "_scaled_dot_product_flash_attention_for_cpu_backward", kernel=_backward_kernel,
     meta=_backward_meta, node="NotImplemented", derivative=_backward_not_implemented,
     nondiff_args=(8,), gradcheck=False, samples=_backward_samples,
-    decomposition=_backward_decomposition, lowering="extern",
+    decomposition=_backward_decomposition, lowering=_lower_backward,
     public="_scaled_dot_product_flash_attention_for_cpu_backward", tolerance={"float32": 1e-4})
 
 

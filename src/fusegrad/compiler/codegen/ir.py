@@ -417,11 +417,14 @@ def strided_geometry(base: Buffer, shape: tuple, index: tuple) -> tuple | None:
 @dataclass(frozen=True)
 class PythonCall:
     """The `op` of an `Extern` that is no registry op: a Python function the graph calls
-    for its effect (a runtime check that raises as eager), run between kernels on the
-    NumPy values of its arguments; it has no outputs."""
+    for its effect (a runtime check that raises as eager), or in place of an op's registry
+    kernel (`layout`), run between kernels on the NumPy values of its arguments."""
 
     name: str
     kernel: Callable
+    # Whether its results are laid out as the graph node's (eager's results): an op's
+    # kernel run in place of its registry kernel (the C attention kernels, attention.py).
+    layout: bool = False
 
 
 def numel(shape) -> int:

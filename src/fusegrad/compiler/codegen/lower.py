@@ -47,6 +47,21 @@ class LoweringOps(ReductionOps):
     integer tensors compute in the default float dtype, as eager's kernels do.
     """
 
+    def attention(self, q, k, v, dropout_p=0.0, is_causal=False, attn_mask=None, scale=None):
+        """The CPU flash attention's (out, logsumexp) by the C attention kernel
+        (`attention.py`): an extern call of it; NotLowered for what it does not compute."""
+        from .attention import lower_forward
+
+        return lower_forward(self.graph, q, k, v, dropout_p, is_causal, attn_mask, scale)
+
+    def attention_backward(self, grad, q, k, v, out, lse, dropout_p=0.0, is_causal=False,
+                           attn_mask=None, scale=None):
+        """The CPU flash attention's (grad_q, grad_k, grad_v) by the C attention kernel."""
+        from .attention import lower_backward
+
+        return lower_backward(self.graph, grad, q, k, v, out, lse, dropout_p, is_causal,
+                              attn_mask, scale)
+
 
 class GraphLowering:
     """Lowers one FX graph: each node becomes an IR value; reductions, externs and (later,
@@ -443,7 +458,7 @@ class GraphLowering:
         as it is instead of copying it row-major; row-major otherwise."""
         out = [contiguous_strides(s) for s, _ in metas]
         if self._current is None or getattr(op, "random", False) or \
-                isinstance(op, PythonCall):
+                isinstance(op, PythonCall) and not op.layout:
             return out
         from .layout import non_overlapping, storage_size
 
