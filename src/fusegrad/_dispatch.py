@@ -335,8 +335,21 @@ def _inplace(op, args, raw):
     if op.metadata_only:
         return _inplace_metadata(op, args, raw)
     dst = self._data
+    kernel = op.kernel
+    write_into = getattr(kernel, "write_into", None)
+    # The kernel's result written straight into `self` where its kernel can (`write_into`):
+    # not when the derivative needs `self` as it was, nor where an input partially overlaps
+    # `self` or `self`'s elements share memory (the general path's errors and writes).
+    if write_into is not None and not (record and op.saves_self_before_write) and \
+            dst.__class__ is _ndarray and (dst.flags.c_contiguous or not _internal_overlap(dst)) \
+            and not _any_partial_overlap(dst, raw) and write_into(*raw):
+        if record:
+            _record_inplace(op, args, self, bump=True)
+        else:
+            self._vc[0] += 1
+        return self
     try:
-        value = op.kernel(*raw)
+        value = kernel(*raw)
     except (ValueError, IndexError, TypeError):
         if (error := _inplace_failure(op, args, dst.shape)) is not None:
             raise error from None  # (PyTorch's message, without NumPy's error as context)
@@ -358,15 +371,11 @@ def _inplace(op, args, raw):
         original._base = None
         original._view_ver = None
         args = (original,) + args[1:]
-    for a in raw:
-        # Two arrays that own their memory (no base) cannot overlap: the common case costs
-        # two attribute reads.
-        if a is not dst and a.__class__ is _ndarray and (
-                a.base is not None or dst.base is not None) and _partial_overlap(dst, a):
-            raise RuntimeError(
-                "unsupported operation: some elements of the input tensor and the written-to "
-                "tensor refer to a single memory location. Please clone() the tensor before "
-                "performing the operation.")
+    if _any_partial_overlap(dst, raw):
+        raise RuntimeError(
+            "unsupported operation: some elements of the input tensor and the written-to "
+            "tensor refer to a single memory location. Please clone() the tensor before "
+            "performing the operation.")
     try:
         np.copyto(dst, value, casting="unsafe")
     except ValueError as e:
@@ -388,6 +397,17 @@ def _inplace(op, args, raw):
     else:
         self._vc[0] += 1
     return self
+
+
+def _any_partial_overlap(dst, raw) -> bool:
+    """Whether an array among in-place arguments `raw` partially overlaps `dst`."""
+    for a in raw:
+        # Two arrays that own their memory (no base) cannot overlap: the common case costs
+        # two attribute reads.
+        if a is not dst and a.__class__ is _ndarray and (
+                a.base is not None or dst.base is not None) and _partial_overlap(dst, a):
+            return True
+    return False
 
 
 def _dense(a) -> bool:

@@ -8,6 +8,7 @@ no gradient); dispatch reduces a broadcast gradient back to its input's shape.
 from __future__ import annotations
 
 import functools
+import operator
 
 import numpy as np
 
@@ -561,6 +562,73 @@ def inplace_checks_first(kernel, operands: int = 2):
 
     return inplace_kernel  # (`wraps` copies a kernel's `ufunc` too)
 
+
+_I64 = np.dtype(np.int64)
+_I64_MIN, _I64_MAX = -2 ** 63, 2 ** 63 - 1
+
+
+def direct_writer(ufunc, *, int64: bool = True, fused_alpha: bool = False):
+    """`write_into(a, b[, alpha])` for the kernel of `ufunc`'s op (`_add_kernel`'s,
+    `binary_kernel`'s): writes the kernel's result straight into `a` and returns True where
+    the kernel computes it with one call of `ufunc` in `a`'s dtype, so that the result is
+    bit for bit what the kernel's would be (NumPy computes an output that overlaps an input
+    as if the input had been copied first); returns False, having written nothing, for any
+    other case (dispatch then computes the result and copies it in). `a`: float32/float64
+    with a Python number or an array of its dtype; int64 with a Python int in its range
+    (`int64`: the op keeps integers integral; both wrap alike); with `fused_alpha`, float32
+    arrays and an `alpha` (add/sub's fused multiply-add through float64, rounded once)."""
+    subtract = ufunc is np.subtract
+    python_op = {np.add: operator.add, np.subtract: operator.sub, np.multiply: operator.mul}.get(
+        ufunc)
+    if int64 and python_op is None:
+        raise ValueError(f"no integer arithmetic for {ufunc.__name__}")
+
+    def write_into(a, b, alpha=_ONE) -> bool:
+        dt = a.dtype
+        cls = b.__class__
+        if alpha is _ONE:
+            if dt is _F32 or dt is _F64:
+                if not (cls is float or cls is int or (cls is _ndarray and b.dtype is dt)):
+                    return False
+            elif not (int64 and dt is _I64 and cls is int and _I64_MIN <= b <= _I64_MAX):
+                return False
+            elif not a.ndim:
+                # One element (a counter: BatchNorm's `num_batches_tracked += 1`): Python's
+                # integer arithmetic wrapped as int64's is several times quicker than a
+                # ufunc taking a Python int.
+                value = python_op(a.item(), b)
+                if not _I64_MIN <= value <= _I64_MAX:
+                    value = (value - _I64_MIN) % 2 ** 64 + _I64_MIN
+                try:
+                    a[()] = value
+                except ValueError:  # read-only: the general path writes through an alias
+                    return False
+                return True
+            try:
+                ufunc(a, b, out=a)
+            except ValueError:  # `b` broadcasts past `a`, or `a` is read-only: raised before
+                return False  # any write; dispatch's general path has the errors and aliases
+            return True
+        if not (fused_alpha and dt is _F32 and cls is _ndarray and b.dtype is _F32 and
+                (alpha.__class__ is int or alpha.__class__ is float) and
+                -_F32_MAX <= alpha <= _F32_MAX):
+            return False
+        alpha = _F64.type(_F32.type(-alpha if subtract else alpha))
+        product = np.multiply(b, alpha, dtype=_F64)
+        try:
+            np.add(product, a, out=a, dtype=_F64)  # (one rounding to float32, as `astype`)
+        except ValueError:
+            return False
+        return True
+
+    return write_into
+
+
+# In-place add/sub/mul/div write their commonest cases straight into `self` (`direct_writer`).
+add.kernel.write_into = direct_writer(np.add, fused_alpha=True)
+sub.kernel.write_into = direct_writer(np.subtract, fused_alpha=True)
+mul.kernel.write_into = direct_writer(np.multiply)
+div.kernel.write_into = direct_writer(np.true_divide, int64=False)
 
 add_ = inplace_variant(add, "add_.Tensor")
 sub_ = inplace_variant(sub, "sub_.Tensor")

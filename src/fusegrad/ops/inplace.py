@@ -36,8 +36,24 @@ def _samples(*others):
     return samples
 
 
+def _zero_kernel(a):
+    return np.zeros_like(a)
+
+
+def _zero_into(a) -> bool:
+    """`zero_`'s result written straight into `a` (see `arithmetic.direct_writer`); False,
+    having written nothing, where `a` is read-only (dispatch's general path writes it)."""
+    try:
+        a.fill(0)
+    except ValueError:
+        return False
+    return True
+
+
+_zero_kernel.write_into = _zero_into
+
 zero_ = register(
-    "zero_", kernel=lambda a: np.zeros_like(a), meta=lambda a: Spec(tuple(a.shape), a.dtype),
+    "zero_", kernel=_zero_kernel, meta=lambda a: Spec(tuple(a.shape), a.dtype),
     inplace=True, node="ZeroBackward0", derivative=lambda g: (g * 0,), zero_grad=True,
     samples=_samples(), onnx=_ox.fill, overlap_ok="")
 fill_scalar = register(
@@ -67,6 +83,23 @@ def _copy_kernel(a, src, non_blocking=False):
         src = real_part_for(src, a.dtype)
     src = half_input(src, a.dtype)  # (converted as `_to_copy` converts)
     return np.broadcast_to(src.astype(a.dtype, copy=False), a.shape)
+
+
+def _copy_into(a, src, non_blocking=False) -> bool:
+    """`copy_`'s result written straight into `a` where no conversion is made: `src` an
+    array of `a`'s (real or bool) dtype that broadcasts to `a`'s shape. False, having
+    written nothing, for any other case (dispatch's general path converts and refuses)."""
+    if src.__class__ is not np.ndarray or src.dtype is not a.dtype or \
+            a.dtype.kind not in "fiub":
+        return False
+    try:
+        np.copyto(a, src)
+    except ValueError:  # a shape that does not broadcast, or a read-only `a`: before writing
+        return False
+    return True
+
+
+_copy_kernel.write_into = _copy_into
 
 
 def _copy_derivative(g, src_dtype):
