@@ -204,3 +204,29 @@ def test_a_read_only_element_is_written_as_torch():
         e = L.arange(3).expand(2, 3)
         return [e[1, 2].add_(5), e[0, 1].mul_(2), e]
     _same(case)
+
+
+@pytest.mark.parametrize("n", [1023, 1024, 4099, 1 << 17])
+@pytest.mark.parametrize("native, threads", [(True, 1), (True, 2), (False, 1)])
+def test_alpha_in_c_has_torchs_bits(n, native, threads):
+    """add/sub with a float32 alpha over contiguous operands of one shape run one fused
+    multiply-add per element in C from `AXPY_NATIVE_MIN` values: torch's bits, in place and
+    not, at one and two threads and with the C kernels off."""
+    from fusegrad.ops import _native
+
+    rng = np.random.default_rng(n)
+    a = (rng.standard_normal(n) * 10.0 ** rng.integers(-3, 3, n)).astype(np.float32)
+    b = rng.standard_normal(n).astype(np.float32)
+    before = fusegrad.get_num_threads()
+    fusegrad.set_num_threads(threads)
+    try:
+        with _native.native_kernels(native):
+            for op, alpha in (("add", 0.37), ("sub", -3e-3)):
+                got = getattr(fusegrad.tensor(a), op + "_")(fusegrad.tensor(b), alpha=alpha)
+                fresh = getattr(fusegrad, op)(fusegrad.tensor(a), fusegrad.tensor(b),
+                                              alpha=alpha)
+                want = getattr(torch.tensor(a), op + "_")(torch.tensor(b), alpha=alpha)
+                np.testing.assert_array_equal(got.numpy(), want.numpy())
+                np.testing.assert_array_equal(fresh.numpy(), want.numpy())
+    finally:
+        fusegrad.set_num_threads(before)

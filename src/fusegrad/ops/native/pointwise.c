@@ -193,3 +193,14 @@ CEXP_PAIRS(double, double complex, CMPLX, cexp, f64)
 void pow_of_base_f64(const double *e, double *out, int64_t n, double base) {
     for (int64_t i = 0; i < n; i++) out[i] = pow(base, e[i]);
 }
+
+/* out = a + alpha[0] * b over [start, stop), each element one fused multiply-add rounded
+   once (add and sub with a float32 alpha, as PyTorch's vectorized kernel computes them; out
+   may be a: `p.add_(grad, alpha=-lr)`). alpha is read through an address so that the C
+   workers can run pieces of it. */
+void axpy_f32(const float *a, const float *b, float *out, const float *alpha, int64_t start,
+              int64_t stop) {
+    const float s = alpha[0];
+    for (int64_t i = start; i < stop; i++)
+        out[i] = fmaf(s, b[i], a[i]);
+}
