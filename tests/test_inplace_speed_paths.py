@@ -230,3 +230,32 @@ def test_alpha_in_c_has_torchs_bits(n, native, threads):
                 np.testing.assert_array_equal(fresh.numpy(), want.numpy())
     finally:
         fusegrad.set_num_threads(before)
+
+
+@pytest.mark.parametrize("n", [1023, 1024, 1 << 16])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("native, threads", [(True, 1), (True, 2), (False, 1)])
+def test_clamp_between_numbers_has_torchs_bits(n, dtype, native, threads):
+    """clamp and clamp_ between number bounds (in C from `CLAMP_NATIVE_MIN` contiguous
+    values): NaN passes, an element equal to a bound keeps its zero's sign, crossing bounds
+    give the upper one; torch's bits and version counts at one and two threads and with the
+    C kernels off."""
+    from fusegrad.ops import _native
+
+    rng = np.random.default_rng(n)
+    a = (rng.standard_normal(n) * 2).astype(dtype)
+    a[:4] = [np.nan, -0.0, 1.0, -1.0]
+    before = fusegrad.get_num_threads()
+    fusegrad.set_num_threads(threads)
+    try:
+        with _native.native_kernels(native):
+            for lo, hi in ((-1, 1.0), (0.0, None), (None, 0.5), (2.0, -2.0), (-0.0, 0.0)):
+                f, t = fusegrad.tensor(a), torch.tensor(a)
+                fresh = fusegrad.clamp(f, lo, hi).numpy()
+                got, want = f.clamp_(lo, hi), t.clamp_(lo, hi)
+                np.testing.assert_array_equal(got.numpy().view(np.uint8),
+                                              want.numpy().view(np.uint8))
+                np.testing.assert_array_equal(fresh.view(np.uint8), want.numpy().view(np.uint8))
+                assert f._version == t._version
+    finally:
+        fusegrad.set_num_threads(before)

@@ -12,6 +12,7 @@ import functools
 import numpy as np
 
 from .. import _dtype
+from . import _native
 from ._onnx import bitwise as bitwise_onnx
 from ._onnx import boolean, clip, compare
 from ._util import (
@@ -173,7 +174,7 @@ def _bounds(lo, hi) -> list:
     return [v for v in (lo, hi) if v is not None]
 
 
-_F16, _F64 = np.dtype(np.float16), np.dtype(np.float64)
+_F16, _F32, _F64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
 _NUMBER = (float, int)  # (bool bounds are in every dtype's range)
 _ND = np.ndarray
 _NO_COMPLEX_CLAMP = "clamp is not supported for complex types"
@@ -224,6 +225,10 @@ def clamp_number_kernel(a, lo=None, hi=None, *, real_part_ok: bool = True):
         # float32 and the half types: a bound past their range is an overflow error (only
         # a number beyond float16's largest value can be one, NaN included: compares first)
         checked_scalar(lo, dt), checked_scalar(hi, dt)
+    if a.dtype is dt and (dt is _F32 or dt is _F64) and a.size >= CLAMP_NATIVE_MIN:
+        out = np.empty(a.shape, dt)
+        if _clamp_native(a, lo, hi, out):
+            return out
     out = a if a.dtype is dt else a.astype(dt)
     # On a tie NumPy's maximum/minimum return their second operand, except float16's loop,
     # its first: the bound goes where `out` is kept.
@@ -509,6 +514,56 @@ def clamp_number_inplace(kernel, complex_first: bool = False):
 
 clamp_ = inplace_variant(clamp, "clamp_", saves_self=True,
                          kernel=clamp_number_inplace(clamp_number_kernel))
+# Contiguous float arrays of at least this many values are clamped between number bounds in
+# C (`pointwise.c`'s `clamp_f32`/`clamp_f64`: one pass, the pieces shared between threads),
+# in place and not; below it NumPy's two ufunc calls cost less than the ctypes call.
+CLAMP_NATIVE_MIN = 1024
+
+
+def _clamp_native(a, lo, hi, out) -> bool:
+    """clamp of C-contiguous float32/float64 `a` between numbers `lo`, `hi` (either None)
+    into `out` (a C-contiguous array of `a`'s dtype and shape, or `a`) in C; False, having
+    written nothing, below `CLAMP_NATIVE_MIN` values or while native kernels are off."""
+    n = a.size
+    if n < CLAMP_NATIVE_MIN or not a.flags.c_contiguous:
+        return False
+    fn = _native.typed("pointwise", "clamp", a.dtype, "pppiii")
+    if fn is None:
+        return False
+    bounds = np.array([0 if lo is None else lo, 0 if hi is None else hi], a.dtype)
+    which = (lo is not None) | (hi is not None) << 1
+    address = _native.address
+    src = address(a)
+    _native.run_pieces(fn, (src, src if out is a else address(out), address(bounds)),
+                       (which,), n, n)
+    return True
+
+
+def _clamp_write_into(a, lo=None, hi=None) -> bool:
+    """clamp_'s `write_into` (see dispatch's in-place path): a float32/float64 `a` between
+    real number bounds, clamped in place (in C where `_clamp_native` takes it, else the
+    kernel's two ufunc calls, the bound first: where `a` equals it, `a` is kept); False,
+    having written nothing, for anything else (another dtype, a bound the kernel must check
+    or refuse, a read-only `a`). WGAN-style `p.data.clamp_(-c, c)` on (32, 64, 8, 8):
+    65 -> ~12 us."""
+    dt = a.dtype
+    if not (dt is _F32 or dt is _F64) or (lo is None and hi is None) or \
+            not a.flags.writeable:
+        return False
+    for v in (lo, hi):
+        if v is not None and (v.__class__ not in _NUMBER or (
+                dt is _F32 and not -65504.0 <= v <= 65504.0)):
+            return False  # (the kernel's checks and errors: a complex bound, an overflow)
+    if _clamp_native(a, lo, hi, a):
+        return True
+    if lo is not None:
+        np.maximum(as_dtype(lo, dt), a, out=a)
+    if hi is not None:
+        np.minimum(as_dtype(hi, dt), a, out=a)
+    return True
+
+
+clamp_.kernel.write_into = _clamp_write_into
 _clamp_t_inplace_checked = inplace_checks_first(_clamp_t_kernel, operands=3)
 
 

@@ -204,3 +204,23 @@ void axpy_f32(const float *a, const float *b, float *out, const float *alpha, in
     for (int64_t i = start; i < stop; i++)
         out[i] = fmaf(s, b[i], a[i]);
 }
+
+/* clamp of a between bounds[0] (where which & 1) and bounds[1] (where which & 2) into out
+   over [start, stop), as PyTorch's: NaN passes, an element equal to a bound is kept (its
+   zero's sign), and bounds that cross give the upper one. out may be a (clamp_). */
+#define CLAMP(T, S)                                                                       \
+void clamp_##S(const T *a, T *out, const T *bounds, int64_t start, int64_t stop,          \
+               int64_t which) {                                                           \
+    const T lo = bounds[0], hi = bounds[1];                                               \
+    const int use_lo = (int)(which & 1), use_hi = (int)(which & 2);                        \
+    for (int64_t i = start; i < stop; i++) {                                              \
+        T v = a[i];                                                                       \
+        if (use_lo && v < lo)                                                             \
+            v = lo;                                                                       \
+        if (use_hi && v > hi)                                                             \
+            v = hi;                                                                       \
+        out[i] = v;                                                                       \
+    }                                                                                     \
+}
+CLAMP(float, f32)
+CLAMP(double, f64)
