@@ -115,6 +115,7 @@ class GraphBuilder:
         self.graph = LocatedGraph(self)
         self.guards = GuardSet()
         self.guards.global_state()
+        self.grad_mode_at_start = _thread_local.grad_mode  # (the graph's first switch's)
         self.inputs: dict[str, TensorVariable] = {}  # source -> placeholder variable
         self.input_values: dict[str, Tensor] = {}
         self.fake_mode = LayoutFakeMode()  # (results with eager's strides where known)
@@ -826,11 +827,14 @@ class GraphBuilder:
                                   "with another input")
 
     def set_grad_enabled(self, mode: bool) -> None:
-        """Switch grad mode here in the graph (and now, for the fake ops that follow)."""
+        """Switch grad mode here in the graph (and now, for the fake ops that follow). A
+        switch to the mode already on records no node, as Dynamo coalesces them: the mode
+        the graph starts in is guarded, and every switch it makes is followed here."""
         from ..._thread_state import set_grad_enabled as set_mode
 
-        node = self.graph.call_function(set_grad_enabled, (bool(mode),))
-        self.created.append(node)
+        if _thread_local.grad_mode != bool(mode):
+            node = self.graph.call_function(set_grad_enabled, (bool(mode),))
+            self.created.append(node)
         set_mode(mode)
 
     def enter_autocast(self, ctx) -> RegionExitVariable:
@@ -951,6 +955,25 @@ def _mutates(node) -> bool:
     if node.op not in ("call_function", "call_method"):
         return False
     return _is_inplace(_target_name(node.target)) or node.kwargs.get("inplace") is True
+
+
+def drop_grad_mode_round_trips(graph, mode: bool) -> None:
+    """Erase each pair of adjacent nodes of `graph` that switch grad mode away from `mode`
+    (the mode in force there) and straight back: a `no_grad` block left empty because an
+    `enable_grad` block filled it. Dynamo's graphs leave these out, so the counts of ops
+    they report agree."""
+    nodes = list(graph.nodes)
+    erased = set()
+    for first, second in zip(nodes, nodes[1:]):
+        if first.target is not set_grad_enabled or first in erased or \
+                first.args != (not mode,):
+            continue
+        mode = first.args[0]
+        if second.target is set_grad_enabled and second.args == (not mode,):
+            mode = second.args[0]
+            erased.update((first, second))
+            graph.erase_node(first)
+            graph.erase_node(second)
 
 
 @has_side_effect

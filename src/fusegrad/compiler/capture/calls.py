@@ -14,6 +14,7 @@ module's forward is called through `compile`, so that it is captured on its own 
 from __future__ import annotations
 
 import abc
+import builtins
 import collections
 import collections.abc
 import contextlib
@@ -105,6 +106,7 @@ from .translator import (
 )
 from .variables import (
     BoundFunctionVariable,
+    CellVariable,
     ConstantVariable,
     DefaultDictVariable,
     DequeVariable,
@@ -153,7 +155,9 @@ def _is_fusegrad_function(f) -> bool:
     mod = getattr(f, "__module__", None) or ""
     return (mod == "fusegrad" or mod.startswith("fusegrad.")) and callable(f) and \
         not isinstance(f, type) and not _is_module(f) and \
-        not mod.startswith(("fusegrad.nn.modules", *FOLLOWED_PACKAGES))
+        not mod.startswith(("fusegrad.nn.modules", *FOLLOWED_PACKAGES)) and \
+        getattr(f, "__code__", None) is not _wrapper_code()  # (a grad-mode wrapper rebuilt
+    # at a graph break, without the wrapped function's `__module__`: inlined as the real one)
 
 
 def _is_module(obj) -> bool:
@@ -320,21 +324,84 @@ def _grad_context(f, args, tr):
 
 
 def _grad_mode_decorated(fn: GradModeVariable, args: list, kwargs: dict) -> Variable:
-    """`no_grad()(f)` or `enable_grad()(f)` (the decorator applied to a function the frame
-    made): the real wrapper the decorator makes, whose Python (a `with` block of the grad
-    mode around the call) is inlined where it is called, as a decorated module-level
-    function's is. A generator function, or one whose cells the frame may still rebind,
-    or one read from outside, is a break (the decorator applied for real)."""
+    """`no_grad()(f)` or `enable_grad()(f)`: the wrapper the decorator makes, whose Python (a
+    `with` block of the grad mode around the call) is inlined where it is called, as a
+    decorated module-level function's is. A generator function, or a callable whose kind
+    capture cannot tell, is a break (the decorator applied for real)."""
     from ...autograd.grad_mode import _decorate, enable_grad, no_grad
 
-    # (a function read from outside has a source: the wrapper would hold it unguarded)
-    f = args[0].value if len(args) == 1 and isinstance(args[0], ConstantVariable) and \
-        args[0].source is None else None
-    if kwargs or not (isinstance(f, types.FunctionType) and _is_user_function(f)) or \
-            f.__code__.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE |
-                                   inspect.CO_ASYNC_GENERATOR):
+    factory = enable_grad if fn.mode else no_grad
+    arg = args[0] if len(args) == 1 and not kwargs else None
+    f = arg.value if isinstance(arg, ConstantVariable) else None
+    if isinstance(f, types.FunctionType) and arg.source is None and _is_user_function(f) \
+            and not f.__code__.co_flags & _NOT_PLAIN:
+        return ConstantVariable(_decorate(factory, f))  # (a function the frame made)
+    if arg is None or not _plain_callable(arg):
         raise Unsupported("calling a GradModeVariable")
-    return ConstantVariable(_decorate(enable_grad if fn.mode else no_grad, f))
+    return _wrapper_variable(ConstantVariable(factory), arg)
+
+
+def _inference_decorated(fn, args: list, kwargs: dict) -> Variable:
+    """`inference_mode(mode)(f)`: the wrapper the decorator makes (its context made by
+    `partial(inference_mode, mode)`), inlined where it is called as `_grad_mode_decorated`'s."""
+    arg = args[0] if len(args) == 1 and not kwargs else None
+    if arg is None or not _plain_callable(arg):
+        raise Unsupported("calling an inference_mode() object")
+    factory = PartialVariable(ConstantVariable(_inference_mode_class()),
+                              [ConstantVariable(fn.mode)], {})
+    return _wrapper_variable(factory, arg)
+
+
+# Code flags of functions whose decorated form is not the plain wrapper.
+_NOT_PLAIN = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+
+
+def _plain_callable(v: Variable) -> bool:
+    """Whether calling `v` is known to call a Python function that is no generator (or a
+    tensor's method): what the decorators' plain wrapper wraps."""
+    def plain(f) -> bool:
+        f = getattr(f, "__func__", f)  # (a bound method's function)
+        return isinstance(f, types.FunctionType) and _is_user_function(f) and \
+            not f.__code__.co_flags & _NOT_PLAIN
+
+    if isinstance(v, NestedFunctionVariable):  # (its cells hold variables of the frame)
+        return not v.code.co_flags & _NOT_PLAIN
+    if isinstance(v, ConstantVariable):  # read from outside: guarded as a direct call's
+        return plain(v.value)
+    if isinstance(v, BoundFunctionVariable):
+        return plain(v.func)
+    if isinstance(v, MethodVariable):
+        if isinstance(v.obj, TensorVariable):
+            return True
+        owner = v.obj.value if isinstance(v.obj, ConstantVariable) else None
+        return owner is not None and plain(getattr(type(owner), v.name, None))
+    return False
+
+
+def _wrapper_variable(factory: Variable, func: Variable) -> NestedFunctionVariable:
+    """The wrapper the grad-mode decorators make of `func` (`factory`: the variable of what
+    makes each call's context) as a function made in the frame, its cells holding `factory`
+    and the variable `func`: inlined where it is called as the real wrapper's code is, and
+    rebuilt as one at a graph break."""
+    from ...autograd.grad_mode import _decorate
+
+    code = _wrapper_code()
+    cells = {"factory": factory, "fn": func}
+    return NestedFunctionVariable(
+        code, [CellVariable(cells[name], rebound=False) for name in code.co_freevars],
+        None, None, _decorate.__globals__)
+
+
+def _plain_function():
+    """(a function for `_wrapper_variable` to read the wrapper's code from)"""
+
+
+@functools.cache
+def _wrapper_code() -> types.CodeType:
+    """The code of the plain wrapper the grad-mode decorators make."""
+    from ...autograd.grad_mode import _decorate
+
+    return _decorate(None, _plain_function).__code__
 
 
 def _inference_mode_class() -> type:
@@ -431,6 +498,8 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
         return ConstantVariable(None)
     if isinstance(fn, GradModeVariable) and fn.before is None:  # `@no_grad()` on a def
         return _grad_mode_decorated(fn, args, kwargs)
+    if isinstance(fn, InferenceModeVariable):  # `@inference_mode()` on a def
+        return _inference_decorated(fn, args, kwargs)
     if isinstance(fn, ObjectVariable):  # its class's __call__
         return call_object(tr, fn, args, kwargs)
     if isinstance(fn, WeakRefVariable):
@@ -478,6 +547,8 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
         return GradModeVariable(grad_mode)
     if f is super:
         return tr.make_super(args)
+    if f is builtins.__build_class__:  # a `class` statement (scopes.py)
+        raise Unsupported("a class definition (__build_class__): the class is made for real")
     if f is functools.partial:
         return _make_partial(args, kwargs)
     if type(f) is functools.partial:  # made before: its parts read (and guarded) through it
@@ -3024,6 +3095,10 @@ def _captured_callee(wrap, f, values: list) -> tuple:
     if getattr(f, "_fusegrad_disabled", False) or \
             getattr(getattr(f, "__func__", f), "__module__", None) in _UNCAPTURED_MODULES:
         return f, values
+    if getattr(f, "__code__", None) is _wrapper_code():
+        # The grad-mode decorators' wrapper: its frame runs uncaptured, and the function it
+        # wraps is captured on its own frame, as Dynamo skips the library's wrapper.
+        return functools.partial(run_library_frame, f, wrap), values
     if _is_user_function(f):
         return _callee(wrap, f), values
     if isinstance(f, types.MethodType) and _is_user_function(f.__func__) and \

@@ -1,5 +1,5 @@
 """Names beyond locals and globals: closure cells, `super()`, `import` inside a function and
-generator expressions (a mixin of the translator).
+generator expressions, class statements (a mixin of the translator).
 
 Cells: a function whose variable a nested function captures keeps it in a cell (MAKE_CELL,
 LOAD_DEREF/STORE_DEREF, LOAD_CLOSURE). While translating, a cell the frame made is a
@@ -13,6 +13,7 @@ at a graph break a frame's cells are rebuilt as real cells.
 
 from __future__ import annotations
 
+import builtins
 import dis
 import importlib
 import importlib.util
@@ -268,6 +269,14 @@ class ScopeOpcodes:
             self.push(ConstantVariable(value))
             return
         self.push(self.get_attr(module, inst.argval))
+
+    # ---------------------------------------------------------------- class statements
+
+    def LOAD_BUILD_CLASS(self, inst):  # noqa: N802
+        # A `class` statement calls `__build_class__` with its body's function: that call is
+        # a graph break (calls.py), so the body runs for real, once per call as in eager,
+        # and capture resumes after the statement, as Dynamo does.
+        self.push(ConstantVariable(builtins.__build_class__))
 
     # ---------------------------------------------------------------- generator expressions
 

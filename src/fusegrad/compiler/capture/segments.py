@@ -52,6 +52,7 @@ from .builder import (
     SdpaExitVariable,
     _has_symbol,
     _mutates,
+    drop_grad_mode_round_trips,
     holds_symbol,
     restore_sdpa,
     sdpa_state,
@@ -384,7 +385,8 @@ class FrameRunner:
             return None
         index, name = int(found.group(1)), found.group(2)
         before = last.guards.referent(name, _MISSING)
-        if before is _MISSING or index >= len(S) or type(S[index]) is not type(before):
+        if before is _MISSING or index >= len(S) or type(S[index]) is not type(before) or \
+                isinstance(before, type):  # (a class the frame made: Dynamo recompiles)
             return None
         line = _line_of(self.code, offset)
         why = (f"a new {type(before).__name__} on the stack at every call (S[{index}]): the "
@@ -663,10 +665,12 @@ class FrameRunner:
                     raise FullgraphUnsupported(
                         f"{e} (graph break in {self.code.co_name}, "
                         f"{self.code.co_filename}:{line})") from None
+                inner = _inlined_frames(tr, e)
+                if isinstance(e, Raised):  # (leaving the frame: no handler of it caught it)
+                    return self._raised_eagerly(start, e, line, inner)
                 # A break in a loop, or in an except/finally block the graph entered: the rest
                 # of the frame runs eagerly.
                 where = None
-                inner = _inlined_frames(tr, e)
                 if tr.parent is None:
                     where = "inside a loop" if self._in_loop(inst.offset) else \
                         "inside an exception handler" if tr.handled else \
@@ -720,9 +724,7 @@ class FrameRunner:
                 outputs = _Outputs(builder)
                 try:
                     seg.stack = [_spec(v, outputs) for v in before_stack]
-                    # An exception leaving the frame: its locals are dead.
-                    seg.locals = {} if isinstance(e, Raised) else {
-                        k: _spec(v, outputs) for k, v in before_locals.items()}
+                    seg.locals = {k: _spec(v, outputs) for k, v in before_locals.items()}
                 except Unsupported as why:  # the state cannot be rebuilt: run the rest eagerly
                     # (counted once, as the break it follows was)
                     self.history.append(("break", logs.graph_break(
@@ -766,6 +768,17 @@ class FrameRunner:
             self.history.append(("break", record))
         return seg
 
+    def _raised_eagerly(self, start: int, e: Raised, line, inner) -> Segment:
+        """An exception no handler of the frame catches, met translating from `start`: the
+        frame runs eagerly from there, now and whenever no graph captured there before
+        fits (the segment has no guards), counting no graph break, as Dynamo gives up on
+        the frame (or resume function) that raised and skips its code from then on."""
+        record = logs.graph_break(f"{e} (the rest of the frame runs eagerly)", self.code,
+                                  line, fallback=True, inner=inner, counted=False)
+        record.in_loop = True  # (nor does `explain` count it)
+        self.history.append(("break", record))
+        return Segment(start, "eager", reason=str(e), line=line)
+
     def _eager_return(self, start: int, tr: Translator, why: Unsupported) -> Segment:
         """The value returned cannot be rebuilt from the graph's outputs: the segment runs
         eagerly (reported as a fallback; under fullgraph=True, raised as a break)."""
@@ -805,6 +818,7 @@ class FrameRunner:
             builder.symbol_nodes[name].meta["unified"] = True
         order_inputs(graph, outputs.nodes)  # (as Dynamo realizes them: before dead code goes)
         _eliminate_dead_code(graph, outputs.nodes)
+        drop_grad_mode_round_trips(graph, builder.grad_mode_at_start)
         if builder.grad_write and len(builder.input_values) > 1:
             # The graph writes with history into a tensor input, captured with no inputs
             # sharing memory: inputs that do must recompile (the write then runs for real).

@@ -117,6 +117,7 @@ SUPPORTED_OPCODES = {
     "RERAISE", "BEFORE_WITH", "WITH_EXCEPT_START",
     # cells, super(), import (scopes.py)
     "STORE_DEREF", "DELETE_DEREF", "LOAD_SUPER_ATTR", "IMPORT_NAME", "IMPORT_FROM",
+    "LOAD_BUILD_CLASS",
 } | NEWER_OPCODES
 # What a generator expression adds; its code runs only when a builtin consumes it.
 GENERATOR_OPCODES = {"RETURN_GENERATOR", "YIELD_VALUE", "CALL_INTRINSIC_1",
