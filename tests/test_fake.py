@@ -10,7 +10,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 import fusegrad  # noqa: E402
-from fusegrad import DataDependentOutputError, FakeTensor, FakeTensorMode  # noqa: E402
+from fusegrad._fake import DataDependentOutputError, FakeTensor, FakeTensorMode  # noqa: E402
 
 
 def program(T, x, w, b):
