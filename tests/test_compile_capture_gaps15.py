@@ -40,6 +40,7 @@ _TORCH_COUNTS = {
     "class_statement": (2, 1), "class_statement_each_call": (4, 1),
     "class_over_a_local": (2, 1), "module_class_statement": (2, 1),
     "no_grad_of_a_bound_method": (1, 0), "inference_mode_decorated_def": (1, 1),
+    "decorated_method_breaking_inside": (3, 2),
     "class_with_super_methods": (1, 2), "class_statement_context_manager": (1, 1),
     "exception_escaping_a_loop": (0, 0), "exception_through_finally": (0, 0),
     # common patterns, counted as torch already
@@ -283,6 +284,30 @@ def no_grad_of_a_bound_method(T, compiled):
     return maybe_compile(T, compiled)(f)(T.ones(1, 2, requires_grad=True))
 
 
+def decorated_method_breaking_inside(T, compiled):
+    T.manual_seed(0)
+
+    class Queue(T.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = T.nn.Linear(3, 3)
+            self.register_buffer("ptr", T.zeros(1, dtype=T.long))
+
+        @T.no_grad()
+        def enqueue(self, keys):
+            p = int(self.ptr)  # (a break inside the decorated method)
+            self.ptr[0] = p + keys.shape[0]
+
+        def forward(self, x):
+            y = self.lin(x)
+            self.enqueue(y)
+            return y.sum()
+
+    m = Queue()
+    out = maybe_compile(T, compiled)(m)(T.ones(2, 3))
+    return out, m.ptr
+
+
 def inference_mode_decorated_def(T, compiled):
     def f(x):
         @T.inference_mode()
@@ -488,7 +513,8 @@ _PROGRAMS = [raise_after_tensor_work, raise_in_inlined_call, raise_after_a_break
              no_grad_lambda_over_a_tensor, grad_wrapper_raises_into_handler,
              nested_grad_modes, enable_grad_while_enabled, class_statement,
              class_statement_each_call, class_over_a_local, module_class_statement,
-             no_grad_of_a_bound_method, inference_mode_decorated_def, class_with_super_methods,
+             no_grad_of_a_bound_method, decorated_method_breaking_inside,
+             inference_mode_decorated_def, class_with_super_methods,
              class_statement_context_manager, exception_escaping_a_loop,
              exception_through_finally, dataclass_in_and_out, frozen_dataclass_and_replace,
              enumerate_zip_over_modules, kwargs_forwarded, partials_in_and_out,

@@ -278,7 +278,10 @@ def test_averaged_model_matches_torch(avg):
     at, af = su_t.AveragedModel(mt, **kw_t), su_f.AveragedModel(mf, **kw_f)
     ot = torch.optim.SGD(mt.parameters(), lr=0.1)
     of = fusegrad.optim.SGD(mf.parameters(), lr=0.1)
-    x = RNG.normal(size=(8, 3)).astype(np.float32)
+    # Its own data (not the module's stream, which depends on the order tests run in): five
+    # steps of a squared output through batch norm amplify rounding differences 10-100x,
+    # and some draws take them past the tolerance in either framework's order of sums.
+    x = np.random.default_rng(11).normal(size=(8, 3)).astype(np.float32)
     for _ in range(5):
         for m, o, a, T in ((mt, ot, at, torch), (mf, of, af, fusegrad)):
             o.zero_grad()

@@ -3097,7 +3097,10 @@ def _captured_callee(wrap, f, values: list) -> tuple:
         return f, values
     if getattr(f, "__code__", None) is _wrapper_code():
         # The grad-mode decorators' wrapper: its frame runs uncaptured, and the function it
-        # wraps is captured on its own frame, as Dynamo skips the library's wrapper.
+        # wraps is captured on its own frame, as Dynamo skips the library's wrapper. (A
+        # decorated method: its wrapper bound to the instance, which leads the arguments.)
+        if isinstance(f, types.MethodType):
+            f, values = f.__func__, [f.__self__] + values
         return functools.partial(run_library_frame, f, wrap), values
     if _is_user_function(f):
         return _callee(wrap, f), values
