@@ -1,7 +1,8 @@
 """Reading PyTorch's zip checkpoints: no code from the file runs, and memory stays bounded.
 
 The unpickler resolves only the globals `torch.load(weights_only=True)` accepts for plain
-checkpoints (tensor and parameter rebuild functions, storage types, dtypes, `torch.Size`,
+checkpoints (tensor and parameter rebuild functions, storage types, dtypes, quantized tensors'
+rebuild function and schemes, `torch.Size`,
 `torch.device`, `set`, `OrderedDict`, `Counter`, and bytes, bytearray and complex as
 protocol 2 spells them) and refuses every other global before anything is called.
 
@@ -25,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _dtype
+from . import _dtype, _quantized
 from ._device import device
 from ._sparse import layout, sparse_coo, strided
 from ._tensor import Size, Tensor
@@ -199,6 +200,48 @@ def _rebuild_sparse_tensor(layout, data):
                              is_coalesced=coalesced)
 
 
+def _unpack_4bit(storage: _Storage) -> _Storage:
+    """quint4x2's storage (two values to a byte, the first in the low half) one per byte."""
+    raw = storage.raw
+    ints = np.empty(raw.size * 2, np.uint8)
+    ints[0::2] = raw & 15
+    ints[1::2] = raw >> 4
+    return _Storage(ints)
+
+
+def _rebuild_qtensor(storage, storage_offset, size, stride, quantizer_params, requires_grad,
+                     backward_hooks=None) -> Tensor:
+    """A quantized tensor as PyTorch writes one: its integers' storage (`torch.QInt8Storage`
+    and friends) and geometry, then (scheme, scale, zero point) per tensor or (scheme,
+    scales, zero points, axis) per channel."""
+    qdt = getattr(storage, "kind", None)
+    if qdt not in _quantized.RANGES:
+        raise pickle.UnpicklingError("a quantized tensor must be rebuilt from a storage of "
+                                     "a quantized dtype")
+    if storage.raw is None:
+        raise RuntimeError("fusegrad.load: quantized tensors cannot be mapped to the meta "
+                           "device")
+    if requires_grad:
+        raise RuntimeError("only Tensors of floating point dtype can require gradients")
+    if qdt is _dtype.quint4x2:
+        storage = _unpack_4bit(storage)
+    ints = _view(storage, storage_offset, size, stride, _dtype.FROM_NP[qdt.storage])._data
+    params = quantizer_params if isinstance(quantizer_params, tuple) else ()
+    scheme = params[0] if params else None
+    if scheme is _quantized.per_tensor_affine and len(params) == 3 \
+            and isinstance(params[1], float) and isinstance(params[2], int):
+        return _quantized._new(ints, qdt, scheme, params[1], params[2])
+    if scheme is _quantized.per_channel_affine and len(params) == 4 \
+            and isinstance(params[1], Tensor) and isinstance(params[2], Tensor) \
+            and isinstance(params[3], int) and 0 <= params[3] < ints.ndim:
+        scales = params[1]._data.astype(np.float64).reshape(-1)
+        zps = params[2]._data.astype(np.int64).reshape(-1)
+        if scales.size == zps.size == ints.shape[params[3]]:
+            return _quantized._new(ints, qdt, scheme, scales, zps, params[3])
+    raise pickle.UnpicklingError(f"fusegrad.load: unsupported quantizer parameters "
+                                 f"{quantizer_params!r}")
+
+
 def _rebuild_meta_tensor_no_storage(dtype, size, stride, requires_grad=False) -> Tensor:
     """A meta tensor as PyTorch writes one: dtype, size, strides and no storage."""
     from . import _meta
@@ -273,11 +316,16 @@ ALLOWED: dict[tuple[str, str], Any] = {
     ("torch._utils", "_rebuild_sparse_tensor"): _rebuild_sparse_tensor,
     ("torch._tensor", "_rebuild_from_type_v2"): _rebuild_from_type_v2,
     ("torch.serialization", "_get_layout"): _get_layout,
+    ("torch._utils", "_rebuild_qtensor"): _rebuild_qtensor,
+    ("torch", "per_tensor_affine"): _quantized.per_tensor_affine,
+    ("torch", "per_channel_affine"): _quantized.per_channel_affine,
 }
 for _name, _dt in _DTYPE_BY_STORAGE.items():
     ALLOWED[("torch", _name)] = _StorageType(_dt)
-for _dt in _dtype.ALL:
+for _dt in _dtype.ALL + _dtype.QUANTIZED_DTYPES:
     ALLOWED[("torch", _dt.name)] = _dt
+for _dt in _dtype.QUANTIZED_DTYPES:  # (`torch.QInt8Storage`: the integers of qint8 tensors)
+    ALLOWED[("torch", f"{_dt.legacy}Storage")] = _StorageType(_dt.name)
 
 
 def compat_name(proto: int, module: str, name: str) -> tuple[str, str]:

@@ -29,6 +29,7 @@ from ._checkpoint_read import (
     _rebuild_meta_tensor_no_storage,
     _rebuild_parameter,
     _rebuild_parameter_with_state,
+    _rebuild_qtensor,
     _rebuild_tensor_v2,
     _rebuild_tensor_v3,
     _size,
@@ -37,6 +38,7 @@ from ._checkpoint_read import (
     storage_for,
 )
 from ._device import device
+from ._quantized import QuantizedTensor, pickled_params, qscheme
 from ._tensor import Size, Tensor
 
 
@@ -78,6 +80,13 @@ class ObjectPickler(pickle._Pickler):
             return _size, (tuple(int(s) for s in obj),)
         if cls is device:
             return device, (obj.type,) if obj.index is None else (obj.type, obj.index)
+        if isinstance(obj, QuantizedTensor):  # PyTorch's form: integers and parameters
+            key, numel, offset, shape, strides = self.storages.qstorage_of(obj)
+            kind = ALLOWED[("torch", f"{obj.dtype.legacy}Storage")]
+            return _rebuild_qtensor, (_StorageRef(("storage", kind, key, "cpu", numel)),
+                                      int(offset), tuple(int(s) for s in shape),
+                                      tuple(int(s) for s in strides), pickled_params(obj),
+                                      False, OrderedDict())
         if isinstance(obj, Tensor):
             from .nn.parameter import Parameter, UninitializedTensorMixin
 
@@ -128,6 +137,7 @@ class ObjectPickler(pickle._Pickler):
     dispatch[types.FunctionType] = save_global
     dispatch[_dtype.dtype] = save_global
     dispatch[_StorageType] = save_global
+    dispatch[qscheme] = save_global
 
 
 def _raise_as_c_pickler(obj: Any) -> None:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _dtype
+from ._dispatch import call
 from ._sparse import backend_error
 from ._tensor import Tensor
 from ._torch_function import _disabled_torch_function_impl, warn_once_at
@@ -186,8 +187,17 @@ def dequantize_array(t: QuantizedTensor) -> np.ndarray:
     """The float32 values quantized tensor `t` stands for."""
     if t._qscheme is per_tensor_affine:
         return (t._data.astype(_F32) - _F32(t._qzp)) * _F32(t._qscale)
-    shape = [1] * t._data.ndim
-    shape[t._qaxis] = -1
+    ndim, axis = t._data.ndim, t._qaxis
+    # (a per-channel tensor's views keep its parameters as PyTorch's do, which can leave them
+    # out of step with the shape: PyTorch refuses those here)
+    if not 0 <= axis < ndim:
+        raise RuntimeError("Channel axis out of range in per channel affine dequantization. "
+                           f"Got:{axis} Expected: [0, {ndim})")
+    if t._qscale.size != t._data.shape[axis]:
+        raise RuntimeError(f"length of scales must equal to channel, expected "
+                           f"{t._data.shape[axis]} got, {t._qscale.size}")
+    shape = [1] * ndim
+    shape[axis] = -1
     q = t._data.astype(np.int64) - t._qzp.reshape(shape)
     return (q * t._qscale.reshape(shape)).astype(_F32)
 
@@ -199,7 +209,33 @@ def dequantize(tensor):
         return tuple(dequantize(t) for t in tensor)
     if isinstance(tensor, QuantizedTensor):
         return Tensor._make(dequantize_array(tensor), _dtype.float32)
-    return tensor
+    return dequantize_dense(tensor)
+
+
+def dequantize_dense(tensor: Tensor) -> Tensor:
+    """`dequantize` of a tensor that is not quantized: the tensor itself when float32, else
+    a float32 copy (as PyTorch's)."""
+    return tensor if tensor.dtype is _dtype.float32 else tensor.to(_dtype.float32)
+
+
+def _dense_only(name: str):
+    """Tensor method `name` of quantized tensors, on one that is not: PyTorch's error."""
+    def method(self, *args, **kwargs):
+        raise backend_error(name, "SparseCPU" if self.is_sparse else "CPU")
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"`{name}` of a tensor that is not quantized: PyTorch's error."
+    return method
+
+
+# (the names are the Tensor methods' own: the spellings table points at them)
+q_scale = _dense_only("q_scale")
+q_zero_point = _dense_only("q_zero_point")
+q_per_channel_scales = _dense_only("q_per_channel_scales")
+q_per_channel_zero_points = _dense_only("q_per_channel_zero_points")
+q_per_channel_axis = _dense_only("q_per_channel_axis")
+int_repr = _dense_only("int_repr")
+dense_qscheme = _dense_only("qscheme")
 
 
 _SETTING_STRIDES = "Setting strides is possible only on uniformly quantized tensor"
@@ -246,8 +282,13 @@ class QuantizedTensor(Tensor):
 
     @classmethod
     def _compute(cls, op, args):
-        q = next(a for a in _flat(args) if isinstance(a, QuantizedTensor))
         name = op.name
+        kernel = _KERNELS.get(name)
+        if kernel is not None:
+            return kernel(op, args)
+        q = next(a for a in _flat(args) if isinstance(a, QuantizedTensor))
+        if q._qscheme is not per_tensor_affine and name in _PER_CHANNEL_VIEWS:
+            return _PER_CHANNEL_VIEWS[name](op, q, args)
         if name == "relu" and q._dtype is _dtype.quint4x2:
             raise NotImplementedError('"qrelu" not implemented for \'QUInt4x2\'')
         if name == "relu" and q._qscheme is per_tensor_affine:
@@ -397,6 +438,184 @@ class QuantizedTensor(Tensor):
                       f"axis={self._qaxis}"]
         return _printing.format_tensor(dequantize_array(self), "float32",
                                        _dtype.defaults.float.name, items)
+
+
+# ---------------------------------------------------------------- ops with kernels of their own
+
+_PER_TENSOR_ONLY = ("Expected quantizer->qscheme() == kPerTensorAffine to be true, but got "
+                    "false.  (Could this error message be improved?  If so, please report an "
+                    "enhancement request to PyTorch.)")
+
+
+def _float(t: Tensor) -> np.ndarray:
+    """An operand's values: a quantized tensor's dequantized, another's own."""
+    return dequantize_array(t) if isinstance(t, QuantizedTensor) else t._data
+
+
+def _quantize_like(values: np.ndarray, q: QuantizedTensor) -> np.ndarray:
+    """Float32 `values` (of `q`'s shape, or broadcasting to it) on `q`'s grid."""
+    if q._qscheme is per_tensor_affine:
+        return quantize_array(values, q._qscale, q._qzp, q._dtype)
+    shape = [1] * q._data.ndim
+    shape[q._qaxis] = -1
+    return quantize_array(values, q._qscale.reshape(shape), q._qzp.reshape(shape), q._dtype)
+
+
+def _mean(op, args):
+    # PyTorch's quantized mean: the float mean of the values, quantized on the input's grid.
+    q = args[0]
+    if q._qscheme is not per_tensor_affine:
+        raise RuntimeError(_PER_TENSOR_ONLY)
+    # (the dtype: mean's second argument, mean.dim's fourth; absent when not given)
+    given = args[1:2] if op.name == "mean" else args[3:4]
+    dtype = given[0] if given else None
+    if dtype is not None:
+        raise RuntimeError(f"ScalarType {dtype.legacy} is not supported in new_qtensor.")
+    values = np.asarray(op.kernel(dequantize_array(q), *args[1:]), _F32)
+    return _new(quantize_array(values, q._qscale, q._qzp, q._dtype), *q._params())
+
+
+def _cat(op, args):
+    # The first tensor's grid; the others' values are quantized on it.
+    tensors = list(args[0])
+    if not all(isinstance(t, QuantizedTensor) for t in tensors):
+        raise backend_error("qscheme", "CPU")
+    first = tensors[0]
+    if any(t._qscheme is not per_tensor_affine for t in tensors):
+        raise RuntimeError("Only per-tensor quantization is supported in 'cat'!")
+    if any(t._dtype is not first._dtype for t in tensors):
+        raise RuntimeError("All dtypes must be the same.")
+    ints = [t._data if (t._qscale, t._qzp) == (first._qscale, first._qzp) else
+            quantize_array(dequantize_array(t), first._qscale, first._qzp, first._dtype)
+            for t in tensors]
+    # (the ordinary op on the integers: its shape checks and messages are PyTorch's)
+    out = call(op, [Tensor._make(i) for i in ints], *args[1:])
+    return _new(out._data, *first._params())
+
+
+def _compare(op, args):
+    # PyTorch compares the values: quantized operands dequantized.
+    raw = [_float(a) if isinstance(a, Tensor) else a for a in args]
+    return Tensor._make(np.asarray(op.kernel(*raw)))
+
+
+def _fill(op, args):
+    q, value = args[0], args[1]
+    if not isinstance(q, QuantizedTensor):  # a plain tensor filled with a quantized value
+        return call(op, q, Tensor._make(dequantize_array(value), _dtype.float32))
+    if isinstance(value, Tensor):
+        value = _float(value)
+    values = np.broadcast_to(np.asarray(value, _F32), q._data.shape)
+    q._data[...] = _quantize_like(values, q)
+    q._vc[0] += 1
+    return q
+
+
+def _copy(op, args):
+    self, src = args[0], args[1]
+    if not isinstance(self, QuantizedTensor):
+        raise RuntimeError("Copying from quantized Tensor to non-quantized Tensor is not "
+                           "allowed, please use dequantize to get a float Tensor from a "
+                           "quantized Tensor")
+    if isinstance(src, QuantizedTensor):  # the integers and the parameters
+        if src._dtype is not self._dtype:
+            raise RuntimeError(
+                "Expected self.scalar_type() == src.scalar_type() to be true, but got false."
+                "  (Could this error message be improved?  If so, please report an "
+                "enhancement request to PyTorch.)")
+        if src._data.shape != self._data.shape:
+            raise RuntimeError("Quantized copy only works with Tensors with the same shape")
+        self._data[...] = src._data
+        self._qscheme, self._qscale, self._qzp, self._qaxis = src._params()[1:]
+    else:  # float values, quantized on self's grid
+        if src._dtype is not _dtype.float32:
+            raise RuntimeError("Quantized copy only works with kFloat as source Tensor")
+        if src._data.shape != self._data.shape:
+            raise RuntimeError("Quantized copy only works with Tensors with the same shape")
+        self._data[...] = _quantize_like(src._data, self)
+    self._vc[0] += 1
+    return self
+
+
+def _repeat(op, args):
+    q = args[0]
+    if q._qscheme is not per_tensor_affine:
+        raise RuntimeError(_SETTING_STRIDES)
+    return _new(op.kernel(q._data, *args[1:]), *q._params())
+
+
+def _channel(q: QuantizedTensor, index: int) -> tuple:
+    """Per-tensor parameters of channel `index` of per-channel tensor `q`."""
+    return (q._dtype, per_tensor_affine, float(q._qscale[index]), int(q._qzp[index]))
+
+
+def _select_per_channel(op, q, args):
+    dim, index = args[1], args[2]
+    ndim = q._data.ndim
+    dim = dim + ndim if dim < 0 else dim
+    data = op.kernel(q._data, *args[1:])
+    if dim == q._qaxis:  # one channel: a per-tensor tensor with its parameters
+        n = q._data.shape[dim]
+        return _new(data, *_channel(q, index + n if index < 0 else index))
+    # (PyTorch moves the axis down whichever dimension goes: past the axis, that leaves it
+    # out of step, and dequantizing refuses it)
+    return _new(data, q._dtype, q._qscheme, q._qscale, q._qzp, q._qaxis - 1)
+
+
+def _slice_per_channel(op, q, args):
+    dim = args[1] if len(args) > 1 else 0
+    dim = dim + q._data.ndim if dim < 0 else dim
+    data = op.kernel(q._data, *args[1:])
+    if dim != q._qaxis:
+        return _new(data, *q._params())
+    start, end, step = (list(args[2:]) + [None, None, 1])[:3]
+    kept = np.arange(q._data.shape[dim])[slice(start, end, step)]
+    if kept.size == 1:  # one channel left: PyTorch makes it a per-tensor tensor
+        return _new(data, *_channel(q, int(kept[0])))
+    return _new(data, q._dtype, q._qscheme, q._qscale[kept], q._qzp[kept], q._qaxis)
+
+
+def _unsqueeze_per_channel(op, q, args):
+    dim = args[1]
+    dim = dim + q._data.ndim + 1 if dim < 0 else dim
+    axis = q._qaxis + 1 if dim <= q._qaxis else q._qaxis
+    return _new(op.kernel(q._data, *args[1:]), q._dtype, q._qscheme, q._qscale, q._qzp, axis)
+
+
+def _squeeze_per_channel(op, q, args):
+    shape, ndim = q._data.shape, q._data.ndim
+    if len(args) == 1:
+        dims = range(ndim)
+    else:
+        dims = args[1] if isinstance(args[1], (tuple, list)) else (args[1],)
+    data = op.kernel(q._data, *args[1:])  # (first: its errors for a dimension out of range)
+    gone = {d + ndim if d < 0 else d for d in dims}
+    gone = {d for d in gone if shape[d] == 1}
+    if q._qaxis in gone:
+        raise RuntimeError("Squeeze is only possible on non-axis dimension for Per-Channel "
+                           "Quantized Tensors.")
+    axis = q._qaxis - sum(d < q._qaxis for d in gone)
+    return _new(data, q._dtype, q._qscheme, q._qscale, q._qzp, axis)
+
+
+def _view_per_channel(op, q, args):
+    # PyTorch keeps the parameters as they are, whatever the new shape (dequantizing checks)
+    return _new(op.kernel(q._data, *args[1:]), *q._params())
+
+
+# (the tables of `ops/quantize.py` name these kernels)
+_KERNELS = {name: globals()[kernel] for name, kernel in QOPS.QUANTIZED_KERNELS.items()}
+_PER_CHANNEL_VIEWS = {name: globals()[kernel]
+                      for name, kernel in QOPS.QUANTIZED_PER_CHANNEL_VIEWS.items()}
+
+
+def pickled_params(t: QuantizedTensor) -> tuple:
+    """The quantizer parameters PyTorch's checkpoints give quantized tensor `t`: (scheme,
+    scale, zero point) per tensor, (scheme, scales, zero points, axis) per channel."""
+    if t._qscheme is per_tensor_affine:
+        return (t._qscheme, float(t._qscale), int(t._qzp))
+    return (t._qscheme, Tensor._make(t._qscale, _dtype.float64),
+            Tensor._make(t._qzp, _dtype.int64), int(t._qaxis))
 
 
 def _rebuild(data, dtype_name, scheme_name, scale, zero_point, axis):

@@ -45,6 +45,7 @@ from ._checkpoint_read import (
     user_allowed,
 )
 from ._device import device
+from ._quantized import QuantizedTensor, pickled_params
 from ._sparse import SparseTensor
 from ._tensor import Size, Tensor
 
@@ -166,6 +167,8 @@ class _PickleWriter:
             self.call("torch.serialization", "_get_layout", ("torch.sparse_coo",))
             self.obj((x._indices(), x._values(), x.shape, x.is_coalesced()))
             self.w(b"tR")
+        elif isinstance(x, QuantizedTensor):
+            self.qtensor(x)
         elif isinstance(x, Tensor):
             if x.__class__ not in (Tensor, Buffer) and not _fusegrad_class(x):
                 # a program's subclass: written with its class (`_rebuild_from_type_v2`) by
@@ -244,6 +247,39 @@ class _PickleWriter:
                 raise RuntimeError("Cannot save multiple tensors or storages that view the "
                                    "same data as different types")
         return key, buf.size // dt.itemsize, offset, arr.shape, strides
+
+    def qstorage_of(self, t: QuantizedTensor) -> tuple[str, int, int, tuple, tuple]:
+        """`storage_of` for quantized tensor `t`; quint4x2's integers go alone, packed two to
+        a byte as PyTorch stores them (its storage's size counts bytes)."""
+        if t.dtype is not _dtype.quint4x2:
+            return self.storage_of(t)
+        packed = t.int_repr()._data
+        key = self.add(packed, t.dtype, packed)
+        return key, packed.size, 0, t._data.shape, _contiguous_strides(t._data.shape)
+
+    def qtensor(self, t: QuantizedTensor) -> None:
+        """Write quantized tensor `t` as PyTorch does (`_rebuild_qtensor`): its integers'
+        storage and geometry, then its scheme and parameters."""
+        key, numel, offset, shape, strides = self.qstorage_of(t)
+        self.global_("torch._utils", "_rebuild_qtensor")
+        self.w(b"((")
+        self.obj("storage")
+        self.global_("torch", f"{t.dtype.legacy}Storage")
+        self.obj(key)
+        self.obj("cpu")
+        self.obj(numel)
+        self.w(b"tQ")
+        self.obj(int(offset))
+        self.obj(tuple(int(s) for s in shape))
+        self.obj(tuple(int(s) for s in strides))
+        self.w(b"(")
+        self.global_("torch", t._qscheme._name)
+        for value in pickled_params(t)[1:]:
+            self.obj(value)
+        self.w(b"t")
+        self.obj(False)
+        self.ordered_dict({})
+        self.w(b"tR")
 
     def add(self, buf: np.ndarray, dt: _dtype.dtype, owner: np.ndarray) -> str:
         """A new storage holding the bytes `buf` of the buffer array `owner`."""

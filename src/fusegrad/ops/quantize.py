@@ -213,5 +213,19 @@ QUANTIZED_PER_CHANNEL_MOVES = frozenset(("alias", "clone"))
 QUANTIZED_WITH_NUMBER = frozenset(("add.Tensor", "add.Scalar", "sub.Tensor", "sub.Scalar",
                                    "mul.Tensor", "mul.Scalar", "div.Tensor", "div.Scalar",
                                    "rsub.Scalar", "rsub.Tensor"))
+# Ops with quantized kernels of their own: op -> the kernel's name in `fusegrad._quantized`.
+QUANTIZED_KERNELS = {"mean": "_mean", "mean.dim": "_mean", "cat": "_cat",
+                     "fill_.Scalar": "_fill", "fill_.Tensor": "_fill", "copy_": "_copy",
+                     "repeat": "_repeat"}
+QUANTIZED_KERNELS.update((f"{cmp}.{kind}", "_compare")
+                         for cmp in ("eq", "ne", "lt", "le", "gt", "ge")
+                         for kind in ("Tensor", "Scalar"))
+# The view ops a per-channel tensor runs, moving its parameters as PyTorch does: op -> the
+# kernel's name in `fusegrad._quantized`.
+QUANTIZED_PER_CHANNEL_VIEWS = {
+    "select.int": "_select_per_channel", "slice.Tensor": "_slice_per_channel",
+    "unsqueeze": "_unsqueeze_per_channel", "squeeze": "_squeeze_per_channel",
+    "squeeze.dim": "_squeeze_per_channel", "squeeze.dims": "_squeeze_per_channel",
+    "view": "_view_per_channel", "_unsafe_view": "_view_per_channel"}
 # The overload PyTorch's error names where it is not the op's `.out`.
 QUANTIZED_ERROR_NAMES = {"sum": "sum.IntList_out", "sum.dim_IntList": "sum.IntList_out"}

@@ -137,6 +137,8 @@ to_sparse_csr to_sparse_coo crow_indices col_indices
 new_tensor new_zeros register_post_accumulate_grad_hook reshape_as short size storage_offset
 stride to type type_as untyped_storage storage storage_type set_ view_as __array_wrap__
 __complex__ __deepcopy__
+dequantize q_scale q_zero_point q_per_channel_scales q_per_channel_zero_points
+q_per_channel_axis int_repr qscheme
 sum_to_size new_empty_strided resize resize_as dim_order const_data_ptr module_load
 __rlshift__ __rrshift__
 __contains__ __format__ __hash__ __init__ __iter__ __len__ __reduce_ex__ __repr__ __str__
