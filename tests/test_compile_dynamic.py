@@ -447,6 +447,9 @@ def layout_program(x):
 @pytest.mark.parametrize("dynamic", [None, True])
 def test_dense_layouts_get_symbolic_sizes(name, dynamic):
     make, shapes = LAYOUTS[name]
+    # (every test compiles `layout_program`, whose recompile limit all its compiled wrappers
+    # share: each starts from a reset, as a torch program would have to)
+    fusegrad._dynamo.reset()
     backend = Counter()
     compiled = fusegrad.compile(layout_program, backend=backend, dynamic=dynamic)
     fusegrad.manual_seed(0)
@@ -459,6 +462,7 @@ def test_dense_layouts_get_symbolic_sizes(name, dynamic):
 
 
 def test_a_layout_change_recompiles_and_is_named(log_lines):
+    fusegrad._dynamo.reset()  # (as above: a fresh recompile limit for `layout_program`)
     compiled = fusegrad.compile(layout_program, backend=Counter(), dynamic=True)
     for x in (fusegrad.randn(4, 3).t(), fusegrad.randn(6, 3).t(), fusegrad.randn(3, 6)):
         out, ref = compiled(x), layout_program(x)

@@ -14,6 +14,13 @@ import fusegrad as fg
 from fusegrad._dynamo.utils import counters
 
 
+@pytest.fixture(autouse=True)
+def _fresh_recompile_limits():
+    """A reset before each test: the cases share functions (one code object each), whose
+    recompile limit all their compiled wrappers share, as in torch."""
+    fg._dynamo.reset()
+
+
 def _scale(mod, inputs, output):
     return output * 2
 

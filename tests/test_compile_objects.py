@@ -460,6 +460,13 @@ def _no_default_validation():
     D.Distribution.set_default_validate_args(before)
 
 
+@pytest.fixture(autouse=True)
+def _fresh_recompile_limits():
+    """A reset before each test: the cases share functions (one code object each), whose
+    recompile limit all their compiled wrappers share, as in torch."""
+    fg._dynamo.reset()
+
+
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_object_program_compiled_equals_eager(name):
     prog = PROGRAMS[name]

@@ -27,7 +27,10 @@ F = fg.nn.functional
 
 @pytest.fixture(autouse=True)
 def _trace_steps():
-    """The setting that records `opt.step()` (off by default: see `Config`)."""
+    """The setting that records `opt.step()` (off by default: see `Config`), from a reset:
+    the cases share step functions, whose recompile limit all their compiled wrappers
+    share, as in torch."""
+    fg._dynamo.reset()
     with fg._dynamo.config.patch(trace_optimizer_step=True):
         yield
 

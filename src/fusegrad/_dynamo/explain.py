@@ -2,11 +2,12 @@
 
 The result has PyTorch's `ExplainOutput` fields and text layout. Every place capture stopped
 is a break reason: a graph break, and also code left to run eagerly (an opcode the translator
-does not know, a break inside a loop, a translator failure, the recompile limit).
+does not know, a break inside a loop, a translator failure); a frame past the recompile
+limit runs eagerly with no break, as in PyTorch.
 `graph_break_count` is PyTorch's `graph_count - 1` (-1 where nothing was captured), or with
-eager fallbacks Dynamo does not have (an unknown opcode, a translator failure, the recompile
-limit) the breaks between graphs plus one per fallback. A break inside a loop, whose frame
-Dynamo also runs eagerly, is listed but not counted, as Dynamo counts it.
+eager fallbacks Dynamo does not have (an unknown opcode, a translator failure) the breaks
+between graphs plus one per fallback. A break inside a loop, whose frame Dynamo also runs
+eagerly, is listed but not counted, as Dynamo counts it.
 """
 
 from __future__ import annotations

@@ -33,6 +33,7 @@ from ..._thread_state import local as _thread_local
 from ...fx import has_side_effect
 from ...ops.surface import FACTORY, INPLACE, has_flag
 from ..markers import enter_recompute_region, exit_recompute_region
+from . import reasons
 from .blocks import BlockExit, BlockExitVariable, BlockKind, enter_graph_block, leave_graph_block
 from .dynamic import input_order, strict_dims
 from .functional_call import check_not_replaced, overridden_read
@@ -757,7 +758,8 @@ class GraphBuilder:
                 raise Unsupported(f"{_target_name(target)} warns inside a "
                                   "warnings.catch_warnings(record=True) block")
         except DataDependentOutputError as e:
-            raise Unsupported(f"data-dependent operation: {e}") from None
+            raise Unsupported(f"data-dependent operation: {e}",
+                              reason=reasons.data_dependent_output(str(e))) from None
         except (NotImplementedError, AttributeError, TypeError) as e:
             raise Unsupported(_fake_failure(target, e)) from None
         except (RuntimeError, ValueError, IndexError) as e:

@@ -23,8 +23,39 @@ def graph_break(message: str | None) -> str:
             "  Hint: Remove the `torch._dynamo.graph_break()` call.")
 
 
+# The ATen op Dynamo names for a call whose output shape depends on the values, where it is
+# not the name fusegrad's fake kernels give the call (`ops/indexing.py`, `ops/misc.py`).
+_ATEN_NAME = {"argwhere": "nonzero", "index with a boolean mask": "nonzero",
+              "unique": "_unique2"}
+_SHAPE_FROM_VALUES = ": the output shape depends on the input values"
+
+
+def dynamic_shape(what: str) -> str | None:
+    """An op whose output shape depends on the input values (`nonzero`, a boolean mask), by
+    the name its fake kernel or method gives it; None for one Dynamo words otherwise
+    (`one_hot without num_classes`)."""
+    op = _ATEN_NAME.get(what, what)
+    if not op.isidentifier():
+        return None
+    return ("Dynamic shape operator\n"
+            f"  Explanation: Operator `aten.{op}.default`'s output shape depends on input "
+            "Tensor data.\n"
+            "  Hint: Enable tracing of dynamic shape operators with "
+            "`torch._dynamo.config.capture_dynamic_output_shape_ops = True`")
+
+
+def data_dependent_output(message: str) -> str | None:
+    """A fake kernel's `DataDependentOutputError` (`"nonzero: the output shape depends on
+    the input values ..."`), worded as Dynamo's where it has the same break."""
+    what, found, _ = message.partition(_SHAPE_FROM_VALUES)
+    return dynamic_shape(what) if found else None
+
+
 def data_method(name: str, example) -> str | None:
-    """A tensor method that needs the values (`item`, `tolist`), of fake tensor `example`."""
+    """A tensor method that needs the values (`item`, `tolist`, `nonzero`), of fake tensor
+    `example`."""
+    if name not in ("item", "tolist"):  # (the methods flagged DATA_DEPENDENT otherwise)
+        return dynamic_shape(name)
     if name == "item":
         return ("Unsupported Tensor.item() call with capture_scalar_outputs=False\n"
                 "  Explanation: Dynamo does not support tracing `Tensor.item()` with "

@@ -211,6 +211,25 @@ def _forget(segments: dict, seg: Segment):
     return forget
 
 
+# The runners of each code object, whatever their backend or settings: the recompile limit
+# counts the graphs of all of them at a start offset, as Dynamo's counts a code object's
+# cache entries (each guarded on its backend), so one function compiled anew with another
+# backend or counter on every call still stops at the limit.
+_RUNNERS_OF_CODE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def entries_of_code(runner: FrameRunner, offset: int) -> int:
+    """How many captures every runner of `runner`'s code object holds at `offset` (runners
+    sharing one cache counted once)."""
+    seen: set = set()
+    total = 0
+    for other in list(_RUNNERS_OF_CODE.get(runner.code, ())):
+        if id(other.segments) not in seen:
+            seen.add(id(other.segments))
+            total += len(other.segments.get(offset, ()))
+    return total
+
+
 class FrameRunner:
     """The segments of one code object under one backend, and how to run them."""
 
@@ -256,6 +275,7 @@ class FrameRunner:
         # its first argument, and of a class whose method it is, is followed by type from
         # the first capture (it is called with each instance).
         self.self_by_type = False
+        _RUNNERS_OF_CODE.setdefault(self.code, weakref.WeakSet()).add(self)
 
     def share_cache(self, other: FrameRunner) -> None:
         """Use the cache of `other`, a runner of the same function and backend for another
@@ -339,7 +359,7 @@ class FrameRunner:
         # The limit holds at every start offset: a resume point after a graph break has its
         # own cache (as Dynamo's resume functions do), and values that are new objects on
         # every call (a generator, a function made before the break) fail identity guards.
-        if len(entries) >= self.limit:
+        if entries_of_code(self, offset) >= self.limit:
             self._limit_hit(offset, entries, L, S)
             return None
         if entries and self.config.error_on_recompile:
@@ -423,8 +443,9 @@ class FrameRunner:
             raise FailOnRecompileLimitHit(
                 f"{reason} (in {self.code.co_name}{where}, {self.code.co_filename}:{line}); "
                 "hard failure due to fullgraph=True")
-        self.history.append(("break", logs.graph_break(reason, self.code, line,
-                                                       fallback=True)))
+        # Logged, but no graph break: Dynamo counts none in `counters["graph_break"]` and
+        # `explain` lists none for a frame past its limit (it just runs eagerly).
+        logs.graph_break(reason, self.code, line, fallback=True, counted=False)
         if not self.warned:
             self.warned = True
             warnings.warn(f"fusegrad.compile: {self.code.co_name}{where} {reason}. It now "
