@@ -220,7 +220,7 @@ def dequantize_dense(tensor: Tensor) -> Tensor:
 
 def _dense_only(name: str):
     """Tensor method `name` of quantized tensors, on one that is not: PyTorch's error."""
-    def method(self, *args, **kwargs):
+    def method(self):  # (no arguments, as PyTorch's: `out=` is a TypeError)
         raise backend_error(name, "SparseCPU" if self.is_sparse else "CPU")
 
     method.__name__ = method.__qualname__ = name
