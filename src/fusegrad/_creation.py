@@ -401,6 +401,8 @@ def _to_array(data, dt: np.dtype) -> np.ndarray:
 def tensor(data, *, dtype=None, device=None, requires_grad: bool = False,
            pin_memory: bool = False) -> Tensor:
     """A new tensor holding a copy of `data` (numbers, nested lists, arrays, tensors)."""
+    if pin_memory:
+        _no_pinned_memory()
     dev = _check_device(device)
     if (dev is not None or _active.default_device) and on_meta(dev):
         made = tensor(data, dtype=dtype, device=_cpu)  # (read and checked as on the CPU)
@@ -634,16 +636,29 @@ _NOT_WRITABLE = (
 # ---------------------------------------------------------------- constant fills
 
 
-def zeros(*sizes, size=None, out=None, dtype=None, layout=None, device=None, requires_grad=False):
+def _no_pinned_memory() -> None:
+    """PyTorch's refusal of `pin_memory=True` where no accelerator is."""
+    raise RuntimeError("pin_memory=True requires a CUDA or other accelerator backend; no "
+                       "pinned memory allocator is available on this system.")
+
+
+
+def zeros(*sizes, size=None, out=None, dtype=None, layout=None, device=None, requires_grad=False,
+          pin_memory=False):
     """A tensor of zeros."""
+    if pin_memory:
+        _no_pinned_memory()
     dev = _check_device(device)
     shape = _size_arg(sizes, size, "zeros")
     return _factory(shape, _float_dtype(dtype), requires_grad, lambda dt: np.zeros(shape, dt),
                     device=dev)
 
 
-def ones(*sizes, size=None, out=None, dtype=None, layout=None, device=None, requires_grad=False):
+def ones(*sizes, size=None, out=None, dtype=None, layout=None, device=None, requires_grad=False,
+         pin_memory=False):
     """A tensor of ones."""
+    if pin_memory:
+        _no_pinned_memory()
     dev = _check_device(device)
     shape = _size_arg(sizes, size, "ones")
     return _factory(shape, _float_dtype(dtype), requires_grad, lambda dt: np.ones(shape, dt),
@@ -654,6 +669,8 @@ def empty(*sizes, size=None, out=None, dtype=None, layout=None, device=None,
           requires_grad=False, memory_format=None, pin_memory=False):
     """An uninitialised tensor (filled with zeros here, so results are reproducible), laid
     out in `memory_format` (row-major by default)."""
+    if pin_memory:
+        _no_pinned_memory()
     shape = _size_arg(sizes, size, "empty")
     name = getattr(memory_format, "name", None)
     if name not in FORMAT_ORDERS:
@@ -663,8 +680,10 @@ def empty(*sizes, size=None, out=None, dtype=None, layout=None, device=None,
 
 
 def full(size, fill_value, *, out=None, dtype=None, layout=None, device=None,
-         requires_grad=False):
+         requires_grad=False, pin_memory=False):
     """A tensor filled with `fill_value`; the dtype follows the value's type."""
+    if pin_memory:
+        _no_pinned_memory()
     dev = _check_device(device)
     if isinstance(fill_value, Tensor):  # a 0-d tensor fills as its number
         fill_value = fill_value.item()
@@ -682,8 +701,10 @@ def _full_array(shape: tuple, value, nd: np.dtype) -> np.ndarray:
 
 
 def eye(n: int, m: int | None = None, *, out=None, dtype=None, layout=None, device=None,
-        requires_grad=False):
+        requires_grad=False, pin_memory=False):
     """The identity matrix (n x m)."""
+    if pin_memory:
+        _no_pinned_memory()
     if n.__class__ is not int and not is_int_argument(n):
         raise TypeError(f"eye(): argument 'n' (position 1) must be int, not "
                         f"{python_type_name(n)}")
@@ -702,9 +723,11 @@ def eye(n: int, m: int | None = None, *, out=None, dtype=None, layout=None, devi
 
 
 def arange(start=None, end=None, step=1, *, out=None, dtype=None, layout=None, device=None,
-           requires_grad=False):
+           requires_grad=False, pin_memory=False):
     """Values from `start` to `end` (exclusive) by `step`: `arange(end)`, `arange(start,
     end[, step])`, or by keyword (`arange(end=3)`)."""
+    if pin_memory:
+        _no_pinned_memory()
     dev = _check_device(device)
     if end is None:
         if start is None:
@@ -850,6 +873,8 @@ def _continuous_dtype_check(dtype, kernel: str, device, meta_refuses: bool,
 def rand(*sizes, size=None, generator=None, out=None, dtype=None, layout=None, device=None,
          requires_grad=False, pin_memory=False):
     """Uniform random values in [0, 1)."""
+    if pin_memory:
+        _no_pinned_memory()
     if generator is not None and _random.bad_generator(generator):
         raise _generator_error("rand", sizes, _RANDOM_SIGNATURES, size=size,
                                generator=generator, out=out, dtype=dtype, layout=layout,
@@ -866,6 +891,8 @@ def rand(*sizes, size=None, generator=None, out=None, dtype=None, layout=None, d
 def randn(*sizes, size=None, generator=None, out=None, dtype=None, layout=None, device=None,
           requires_grad=False, pin_memory=False):
     """Standard normal random values."""
+    if pin_memory:
+        _no_pinned_memory()
     if generator is not None and _random.bad_generator(generator):
         raise _generator_error("randn", sizes, _RANDOM_SIGNATURES, size=size,
                                generator=generator, out=out, dtype=dtype, layout=layout,
@@ -894,8 +921,10 @@ def _normal_values(shape, generator, dtype, requires_grad, contiguous: bool,
 
 
 def randint(low=None, high=None, size=None, *, generator=None, out=None, dtype=None,
-            layout=None, device=None, requires_grad=False):
+            layout=None, device=None, requires_grad=False, pin_memory=False):
     """Random integers in [low, high): `randint(high, size)` or `randint(low, high, size)`."""
+    if pin_memory:
+        _no_pinned_memory()
     if generator is not None and _random.bad_generator(generator):
         # (`randint(high, size=...)`: a size without a high was given by keyword)
         args = (low,) if high is None else (low, high) if size is None else (low, high, size)
@@ -978,8 +1007,10 @@ def _meta_normal(mean, std) -> Tensor:
 
 
 def randperm(n: int, *, generator=None, out=None, dtype=None, layout=None, device=None,
-             requires_grad=False):
+             requires_grad=False, pin_memory=False):
     """A random permutation of 0..n-1."""
+    if pin_memory:
+        _no_pinned_memory()
     if generator is not None and _random.bad_generator(generator):
         raise _generator_error("randperm", (n,), _RANDPERM_SIGNATURES, generator=generator,
                                out=out, dtype=dtype, layout=layout, device=device,
@@ -1090,8 +1121,10 @@ def _check_like_generator(fname: str, args: tuple, signatures: str, generator, d
 
 
 def rand_like(input, *, dtype=None, layout=None, device=None, requires_grad=False,
-              memory_format=None, generator=None):
+              memory_format=None, generator=None, pin_memory=False):
     """`rand` with the shape (and by default dtype) and memory order of `input`."""
+    if pin_memory:
+        _no_pinned_memory()
     _check_like_generator("rand_like", (input,), _LIKE_SIGNATURES, generator, dtype, layout,
                           device, requires_grad, memory_format)
     return _rand_like(input, dtype=dtype, layout=layout, device=device,
@@ -1100,8 +1133,10 @@ def rand_like(input, *, dtype=None, layout=None, device=None, requires_grad=Fals
 
 
 def randn_like(input, *, dtype=None, layout=None, device=None, requires_grad=False,
-               memory_format=None, generator=None):
+               memory_format=None, generator=None, pin_memory=False):
     """`randn` with the shape (and by default dtype) and memory order of `input`."""
+    if pin_memory:
+        _no_pinned_memory()
     _check_like_generator("randn_like", (input,), _LIKE_SIGNATURES, generator, dtype, layout,
                           device, requires_grad, memory_format)
     if device is None and (_active.default_device or not input._plain):
@@ -1115,8 +1150,10 @@ def randn_like(input, *, dtype=None, layout=None, device=None, requires_grad=Fal
 
 
 def full_like(input, fill_value, *, dtype=None, layout=None, device=None, requires_grad=False,
-              memory_format=None):
+              memory_format=None, pin_memory=False):
     """`full` with the shape (and by default dtype) of `input`."""
+    if pin_memory:
+        _no_pinned_memory()
     if device is None and (_active.default_device or not input._plain):
         device = input.device  # (by default, the input's device: a meta tensor's too)
     return _in_order(full, tuple(input.shape), _like_order(input, memory_format), fill_value,
@@ -1169,6 +1206,8 @@ def _new(fn):
 
     def method(self, *sizes, size=None, dtype=None, device=None, requires_grad=False,
                layout=None, pin_memory=False):
+        if pin_memory:
+            _no_pinned_memory()
         # the shape is read (and its errors named) as `new_zeros`'s, not `zeros`'s: a negative
         # size is PyTorch's "Trying to create tensor with negative dimension" for all three
         if len(sizes) > 1 and not is_int_argument(sizes[0]):  # (no sizes spread out)
@@ -1199,6 +1238,8 @@ def _new_full_error(size, fill_value, keywords: tuple) -> None:
 def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False,
              layout=None, pin_memory=False):
     """`full` with this tensor's dtype by default."""
+    if pin_memory:
+        _no_pinned_memory()
     if not isinstance(size, (tuple, list)) or (isinstance(fill_value, Tensor) and (
             fill_value.ndim or fill_value.requires_grad)):
         _new_full_error(size, fill_value, call_keywords())
@@ -1212,8 +1253,7 @@ def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=F
                 requires_grad=requires_grad)
 
 
-def new_tensor(self, data, *, dtype=None, device=None, requires_grad=False, layout=None,
-               pin_memory=False):
+def new_tensor(self, data, *, dtype=None, device=None, requires_grad=False):
     """`tensor` with this tensor's dtype by default."""
     return tensor(data, dtype=_dtype.as_dtype(dtype) or self.dtype, requires_grad=requires_grad)
 
@@ -1232,156 +1272,3 @@ def lift_fresh_copy(t: Tensor) -> Tensor:
         return t.clone()
     data = t._data
     return _factory(tuple(t.shape), t.dtype, False, lambda nd: np.array(data, dtype=nd))
-
-
-def _options(dtype=None, device=None, memory_format=None) -> dict:
-    """The keyword part PyTorch's factories hand their ATen op: a dtype given, the device
-    (the CPU when none was given), `pin_memory=False`, a memory format given."""
-    out = {} if dtype is None else {"dtype": _dtype.as_dtype(dtype)}
-    if device is not _SKIP:
-        out["device"] = device or _cpu
-    out["pin_memory"] = False
-    if memory_format is not None:
-        out["memory_format"] = memory_format
-    return out
-
-
-_SKIP = object()  # (`_options`: the op takes no device, a `*_like`'s is its input's)
-
-
-def _sized_call(name: str):
-    def read(v: dict):
-        return name, [list(v["shape"])], _options(v["dtype"], v["dev"])
-    return read
-
-
-def _read_empty(v: dict):
-    fmt = v["memory_format"]
-    if getattr(fmt, "name", None) in FORMAT_ORDERS:
-        return None  # (made in another memory order: a permute of a factory's result)
-    return "empty.memory_format", [list(v["shape"])], _options(
-        v["dtype"], _check_device(v["device"]), fmt)
-
-
-def _read_full(v: dict):
-    return "full.default", [list(v["shape"]), v["fill_value"]], _options(v["dtype"], v["dev"])
-
-
-def _read_arange(v: dict):
-    start, end, step = v["vals"]
-    floats = any(isinstance(x, float) for x in (start, end, step))
-    inferred = _dtype.defaults.float if floats else _dtype.int64
-    dtype = None if v["dtype"] is inferred else v["dtype"]
-    if start == 0 and step == 1 and start.__class__ is int and step.__class__ is int:
-        return "arange.default", [end], _options(dtype, v["dev"])
-    if step == 1 and step.__class__ is int:
-        return "arange.start", [start, end], _options(dtype, v["dev"])
-    return "arange.start_step", [start, end, step], _options(dtype, v["dev"])
-
-
-def _read_eye(v: dict):
-    n, m = v["n"], v["m"]
-    if m == n:
-        return "eye.default", [n], _options(v["dtype"], v["dev"])
-    return "eye.m", [n, m], _options(v["dtype"], v["dev"])
-
-
-def _read_random(name: str):
-    def read(v: dict):
-        if v["generator"] is not None:
-            return None  # (a graph draws from the default generator)
-        return name, [list(v["shape"])], _options(v["dtype"], v["dev"])
-    return read
-
-
-def _like_options(v: dict) -> dict | None:
-    """A `*_like` call's keyword part, None where its result is made in another memory
-    order than row-major (a permute of a factory's result, which no one call stands for)."""
-    fmt = v["memory_format"]
-    if _like_order(v["input"], fmt) is not None:
-        return None
-    if getattr(fmt, "name", None) == "preserve_format":
-        fmt = None
-    return _options(v["dtype"], _SKIP, fmt)
-
-
-def _read_like(v: dict):
-    options = _like_options(v)
-    if options is None or v["kwargs"] or v["args"]:
-        return None
-    return v["fn"].__name__ + "_like.default", [v["input"]], options
-
-
-def _read_full_like(v: dict):
-    options = _like_options(v)
-    return None if options is None else (
-        "full_like.default", [v["input"], v["fill_value"]], options)
-
-
-def _read_random_like(name: str):
-    def read(v: dict):
-        options = _like_options(v)
-        if options is None or v["generator"] is not None:
-            return None
-        return name, [v["input"]], options
-    return read
-
-
-def _read_new(v: dict):
-    if v["layout"] is not None:
-        return None
-    options = _options(v["dtype"], _check_device(v["device"]) or _SKIP)
-    return f"new_{v['fn'].__name__}.default", [v["self"], list(v["shape"])], options
-
-
-def _read_new_full(v: dict):
-    options = _options(v["dtype"], _check_device(v["device"]) or _SKIP)
-    return "new_full.default", [v["self"], list(v["shape"]), v["fill_value"]], options
-
-
-_LITERAL = ("lift_fresh_copy.default", None, None)  # (a literal: its constant, copied)
-
-# The code of each public factory -> how its frame's locals read as the call PyTorch's
-# factory hands its ATen op: (overload name, arguments, keyword arguments) or None.
-_CALL_READERS = {
-    zeros.__code__: _sized_call("zeros.default"),
-    ones.__code__: _sized_call("ones.default"),
-    empty.__code__: _read_empty,
-    full.__code__: _read_full,
-    arange.__code__: _read_arange,
-    eye.__code__: _read_eye,
-    rand.__code__: _read_random("rand.default"),
-    randn.__code__: _read_random("randn.default"),
-    zeros_like.__code__: _read_like,
-    full_like.__code__: _read_full_like,
-    rand_like.__code__: _read_random_like("rand_like.default"),
-    randn_like.__code__: _read_random_like("randn_like.default"),
-    new_zeros.__code__: _read_new,
-    new_full.__code__: _read_new_full,
-    tensor.__code__: lambda v: _LITERAL,
-    as_tensor.__code__: lambda v: _LITERAL,
-    new_tensor.__code__: lambda v: _LITERAL,
-    lift_fresh_copy.__code__: lambda v: _LITERAL,
-}
-
-
-def traced_call() -> tuple | None:
-    """The factory call the program made that is making a tensor now, as PyTorch's make_fx
-    records it: (overload name, arguments, keyword arguments), `lift_fresh_copy` with None
-    for a literal (`tensor([1., 2.])`), or None where no one ATen call stands for it.
-
-    Called by a tracer from inside `_factory`; the outermost of the public factories on the
-    stack is the program's call (`zeros_like` makes its tensor through `zeros`). Reading the
-    frames costs the tracer only: the factories' eager path passes nothing extra."""
-    frame = sys._getframe(1)
-    here = globals()
-    while frame is not None and frame.f_globals is not here:
-        frame = frame.f_back
-    outer = None
-    while frame is not None and frame.f_globals is here:
-        if frame.f_code in _CALL_READERS:
-            outer = frame
-        frame = frame.f_back
-    if outer is None:
-        return None
-    return _CALL_READERS[outer.f_code](outer.f_locals)

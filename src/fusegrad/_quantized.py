@@ -32,7 +32,6 @@ from ._dispatch import call
 from ._sparse import backend_error
 from ._tensor import Tensor
 from ._torch_function import _disabled_torch_function_impl, warn_once_at
-from .ops import quantize as QOPS
 
 
 class qscheme:  # noqa: N801 - PyTorch's class name
@@ -244,15 +243,15 @@ _SETTING_STRIDES = "Setting strides is possible only on uniformly quantized tens
 def _op_error(op, args) -> Exception:
     """PyTorch's error for registry op `op` given a quantized tensor it has no kernel for."""
     name = op.name
-    if name in QOPS.QUANTIZED_WITH_NUMBER and not any(
-            isinstance(a, Tensor) for a in args[1:]):
+    rule = op.quantized or _NO_RULE
+    if rule.get("refuses_number") and not any(isinstance(a, Tensor) for a in args[1:]):
         return RuntimeError("empty_strided not supported on quantized tensors yet see "
                             "https://github.com/pytorch/pytorch/issues/74540")
     if name == "_to_copy":
         return RuntimeError("Creation of quantized tensor requires quantized dtype like "
                             "torch.quint8")
     base = name.split(".")[0]
-    return backend_error(QOPS.QUANTIZED_ERROR_NAMES.get(name, f"{base}.out"), "QuantizedCPU")
+    return backend_error(rule.get("error", f"{base}.out"), "QuantizedCPU")
 
 
 def _flat(values):
@@ -283,26 +282,27 @@ class QuantizedTensor(Tensor):
     @classmethod
     def _compute(cls, op, args):
         name = op.name
-        kernel = _KERNELS.get(name)
+        rule = op.quantized or _NO_RULE  # (`OpDef.quantized`: how this class takes the op)
+        kernel = rule.get("kernel")
         if kernel is not None:
-            return kernel(op, args)
+            return _KERNELS[kernel](op, args)
         q = next(a for a in _flat(args) if isinstance(a, QuantizedTensor))
-        if q._qscheme is not per_tensor_affine and name in _PER_CHANNEL_VIEWS:
-            return _PER_CHANNEL_VIEWS[name](op, q, args)
+        per_channel = rule.get("per_channel")
+        if q._qscheme is not per_tensor_affine and per_channel not in (None, "moves"):
+            return _KERNELS[per_channel](op, q, args)
         if name == "relu" and q._dtype is _dtype.quint4x2:
             raise NotImplementedError('"qrelu" not implemented for \'QUInt4x2\'')
         if name == "relu" and q._qscheme is per_tensor_affine:
             # max(x, 0) on the grid is the integer maximum with the zero point's integer.
             return _new(np.maximum(q._data, q._data.dtype.type(q._qzp)), *q._params())
-        if name in QOPS.QUANTIZED_INDEXING:
+        if rule.get("indexing"):
             if any(isinstance(a, QuantizedTensor) for a in _flat(args[1:])):
                 raise _op_error(op, args)
-        elif not (op.view or name in QOPS.QUANTIZED_MOVES) or any(
+        elif not (op.view or rule.get("moves")) or any(
                 isinstance(a, (Tensor, _dtype.dtype)) and a is not q for a in args):
             # (a view to another dtype would reinterpret the integers)
             raise _op_error(op, args)
-        if q._qscheme is not per_tensor_affine and \
-                name not in QOPS.QUANTIZED_PER_CHANNEL_MOVES:
+        if q._qscheme is not per_tensor_affine and per_channel != "moves":
             if op.permutes:
                 raise RuntimeError(_SETTING_STRIDES)
             raise backend_error(name.split(".")[0], "QuantizedCPU")
@@ -603,10 +603,9 @@ def _view_per_channel(op, q, args):
     return _new(op.kernel(q._data, *args[1:]), *q._params())
 
 
-# (the tables of `ops/quantize.py` name these kernels)
-_KERNELS = {name: globals()[kernel] for name, kernel in QOPS.QUANTIZED_KERNELS.items()}
-_PER_CHANNEL_VIEWS = {name: globals()[kernel]
-                      for name, kernel in QOPS.QUANTIZED_PER_CHANNEL_VIEWS.items()}
+_NO_RULE: dict = {}
+# (the ops' `OpDef.quantized` rules name this module's kernels: `kernel`, `per_channel`)
+_KERNELS = globals()
 
 
 def pickled_params(t: QuantizedTensor) -> tuple:

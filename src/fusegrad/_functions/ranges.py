@@ -17,7 +17,7 @@ import numbers
 import numpy as np
 
 from .. import _dtype
-from .._creation import _check_device, _factory
+from .._creation import _check_device, _factory, _no_pinned_memory
 from .._scalar_conversion import checked_scalar, not_implemented_for
 from .._tensor import Tensor, is_int_argument
 from .._type_names import python_type_name
@@ -66,10 +66,12 @@ def _range_arguments(start, end, steps: int, dtype, device, function: str) -> tu
 
 
 def linspace(start, end, steps: int, *, out=None, dtype=None, layout=None, device=None,
-             requires_grad=False):
+             requires_grad=False, pin_memory=False):
     """`steps` evenly spaced values from `start` to `end` inclusive, computed as PyTorch's
     CPU kernel computes them: in the output dtype, the first half as `start + step * i`,
     the rest as `end - step * (steps - 1 - i)`, so the values are PyTorch's to the bit."""
+    if pin_memory:
+        _no_pinned_memory()
     start, end, dtype = _range_arguments(start, end, steps, dtype, device, "linspace")
     if steps == 1:  # PyTorch fills `start`
         value = _fill_value(start, dtype)
@@ -84,10 +86,12 @@ def linspace(start, end, steps: int, *, out=None, dtype=None, layout=None, devic
 
 
 def logspace(start, end, steps: int, base: float = 10.0, *, out=None, dtype=None, layout=None,
-             device=None, requires_grad=False):
+             device=None, requires_grad=False, pin_memory=False):
     """`base` to the powers of `steps` evenly spaced exponents from `start` to `end`, as
     PyTorch's CPU kernel computes them: the exponents in float64 from the bounds in the
     output dtype, the powers with the C library's `pow`."""
+    if pin_memory:
+        _no_pinned_memory()
     start, end, dtype = _range_arguments(start, end, steps, dtype, device, "logspace")
     base = float(base)
     if steps == 1:  # PyTorch fills base ** start, start read as a float64 (or complex128)

@@ -19,6 +19,7 @@ from .. import _device as _device_module
 from .. import _dtype, _tensor
 from .._creation import (
     _check_device,
+    _no_pinned_memory,
     check_sizes,
     from_numpy,
     meta_factory,
@@ -230,6 +231,8 @@ def broadcast_shapes(*shapes) -> Size:
 def scalar_tensor(s, *, dtype=None, layout=None, device=None, pin_memory=None,
                   requires_grad: bool = False) -> Tensor:
     """A 0-d tensor holding `s`; the default float dtype unless `dtype` says otherwise."""
+    if pin_memory:
+        _no_pinned_memory()
     dev = _check_device(device)
     dt = dtype or _dtype.get_default_dtype()
     if on_meta(dev):
@@ -265,6 +268,8 @@ def strided_arguments(name: str, size, stride, depth: int = 2) -> None:
 def empty_strided(size, stride, *, dtype=None, layout=None, device=None,
                   requires_grad: bool = False, pin_memory: bool = False) -> Tensor:
     """A tensor of `size` whose elements are laid out with `stride` (filled with zeros)."""
+    if pin_memory:
+        _no_pinned_memory()
     if not isinstance(size, (list, tuple)) or not isinstance(stride, (list, tuple)) or \
             _tensor.int_list_error(size, "", "", 1) or _tensor.int_list_error(stride, "", "", 2):
         strided_arguments("empty_strided", size, stride)

@@ -67,10 +67,10 @@ def _resolve(name: str) -> Any:
     if kind == "fn" and rest in _helpers():
         return _helpers()[rest]
     if kind == "call":
-        from ..ops.call_handles import CALLS
+        from ..ops.call_handles import is_call
         from ..ops.overloads import _overload_of_handle
 
-        if rest in CALLS:
+        if is_call(rest):
             return _overload_of_handle(*rest.split("."))
     raise ExportFormatError(f"invalid saved program: unknown call target {name!r}")
 

@@ -6,9 +6,11 @@ instead of the registry ops they are made of (`t`, `addmm`).
 While export traces, `kept_whole(tracer)` replaces those functions of `fusegrad.nn.functional`
 (which the modules call through the module) with wrappers that hand the call, written with
 PyTorch's schema's arguments, to `Tracer.record_whole`. A call the wrapper cannot write
-(`padding="same"`, an in-place dropout) or one made in another thread runs as before. The
-handles run the functional again (`ops.call_handles`), so a saved, loaded or decomposed
-program computes what the module computes.
+(`padding="same"`, an in-place dropout) or one made in another thread runs as before. Which
+layers and how their calls are written is each composite's record (`ops/surface.py`'s
+`ATEN_CALLS`); the handles run ATen's spelling of the layer (`fusegrad.batch_norm`,
+`nn.functional.linear`: `ops.call_handles`), so a saved, loaded or decomposed program computes
+what the module computes.
 """
 
 from __future__ import annotations
@@ -17,89 +19,17 @@ import threading
 from typing import Any
 
 from ..nn import functional as F
-from ..ops.call_handles import register
+from ..ops.surface import ATEN_CALLS
 
 
-def _ntuple(v: Any, n: int) -> list:
-    return [v] * n if isinstance(v, int) else list(v)
-
-
-def _trimmed(args: list, defaults: list) -> list:
-    """`args` without the trailing ones equal to their defaults (`defaults` aligned with the
-    end of `args`), as PyTorch's graphs leave them out."""
-    args = list(args)
-    start = len(args) - len(defaults)
-    while len(args) > start:
-        default = defaults[len(args) - 1 - start]
-        if type(args[-1]) is not type(default) or args[-1] != default:
-            break
-        args.pop()
-    return args
-
-
-def _linear(input, weight, bias=None):
-    return "linear.default", [input, weight] + ([] if bias is None else [bias])
-
-
-def _conv(n: int):
-    def write(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
-        if isinstance(padding, str):  # (`conv2d.padding`, not written here)
-            return None
-        args = [input, weight, bias, _ntuple(stride, n), _ntuple(padding, n),
-                _ntuple(dilation, n), groups]
-        return f"conv{n}d.default", _trimmed(args, [None, [1] * n, [0] * n, [1] * n, 1])
-    return write
-
-
-def _layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
-    shape = _ntuple(normalized_shape, 1)
-    return "layer_norm.default", [input, shape, weight, bias, eps, False]
-
-
-def _dropout(input, p=0.5, training=True, inplace=False):
-    if inplace:
-        return None
-    return "dropout.default", [input, p, training]
-
-
-def _batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
-                momentum=0.1, eps=1e-5):
-    return "batch_norm.default", [input, weight, bias, running_mean, running_var, training,
-                                  momentum, eps, False]
-
-
-# functional name -> how a call reads as PyTorch's ATen call (None: not kept whole)
-_WRITERS = {
-    "linear": _linear,
-    "conv1d": _conv(1),
-    "conv2d": _conv(2),
-    "conv3d": _conv(3),
-    "layer_norm": _layer_norm,
-    "dropout": _dropout,
-    "batch_norm": _batch_norm,
-}
-
-
-def _run_batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps,
-                    cudnn_enabled=False):
-    return F.batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)
-
-
-def _run_layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5,
-                    cudnn_enable=False):
-    return F.layer_norm(input, tuple(normalized_shape), weight, bias, eps)
-
-
-register("linear.default", lambda input, weight, bias=None: F.linear(input, weight, bias))
-for _n in (1, 2, 3):
-    register(f"conv{_n}d.default", lambda *args, _name=f"conv{_n}d": getattr(F, _name)(*args))
-register("layer_norm.default", _run_layer_norm)
-register("dropout.default", lambda input, p, train: F.dropout(input, p, train), draws=True)
-register("batch_norm.default", _run_batch_norm)
+def _writers() -> dict:
+    """The layers export keeps whole: functional name -> how a call reads as PyTorch's ATen
+    call (the composite's record, `ops/surface.py`'s `ATEN_CALLS`)."""
+    return {name: record.write for name, record in ATEN_CALLS.items() if record.write}
 
 
 class kept_whole:  # noqa: N801 (a context manager, named as what it does)
-    """While it is entered, the layers of `_WRITERS` called in this thread under `tracer`
+    """While it is entered, the layers `_writers` names, called in this thread under `tracer`
     are recorded whole (`Tracer.record_whole`)."""
 
     def __init__(self, tracer: Any) -> None:
@@ -110,7 +40,7 @@ class kept_whole:  # noqa: N801 (a context manager, named as what it does)
     def _wrap(self, name: str, original):
         from ..ops.overloads import _overload_of_handle
 
-        write, tracer, thread = _WRITERS[name], self.tracer, self.thread
+        write, tracer, thread = _writers()[name], self.tracer, self.thread
 
         def wrapper(*args, **kwargs):
             from .._thread_state import local
@@ -132,7 +62,7 @@ class kept_whole:  # noqa: N801 (a context manager, named as what it does)
         return wrapper
 
     def __enter__(self) -> kept_whole:
-        for name in _WRITERS:
+        for name in _writers():
             original = getattr(F, name)
             self.saved[name] = original
             setattr(F, name, self._wrap(name, original))

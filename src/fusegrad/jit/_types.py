@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 
+from ..ops.surface import SCRIPT_RESULTS
 from ._ir import parse_generic
 
 _NAMES = {"int": "int", "float": "float", "bool": "bool", "str": "str", "Tensor": "Tensor",
@@ -160,16 +161,12 @@ def element_type(container: str, index=None) -> str:
     return "Any"
 
 
+# TorchScript's comparison operators, on numbers (a bool) and on tensors (a Tensor).
 _COMPARE = {"lt", "gt", "le", "ge", "eq", "ne"}
-_BOOL = {"__is__", "__isnot__", "__not__", "__contains__", "Bool", "is_floating_point",
-         "is_contiguous", "is_complex", "equal", "allclose", "is_tensor", "is_nonzero",
-         "is_same_size", "is_signed"}
-_INT = {"Int", "len", "__range_length", "__derive_index", "dim", "numel", "ndimension",
-        "nelement", "element_size", "get_device"}
-_LISTS = {"split", "chunk", "unbind", "tensor_split", "split_with_sizes", "hsplit",
-          "vsplit", "dsplit", "meshgrid", "broadcast_tensors"}
-_PAIRS = {"max", "min", "sort", "topk", "kthvalue", "median", "mode", "std_mean",
-          "var_mean", "aminmax", "cummax", "cummin", "slogdet", "frexp"}
+# TorchScript's own builtins (the public names' result types are the surface's).
+_BUILTINS = {"__is__": "bool", "__isnot__": "bool", "__not__": "bool", "__contains__": "bool",
+             "Bool": "bool", "Int": "int", "len": "int", "__range_length": "int",
+             "__derive_index": "int"}
 
 
 # The result types of str methods that do not return a str (those starting "is" are bool).
@@ -183,10 +180,9 @@ def result_type(name: str, form: str, types: list[str], nargs: int) -> str:
     tensor = "Tensor" in types
     if name in _COMPARE:
         return "Tensor" if tensor else "bool"
-    if name in _BOOL:
-        return "bool"
-    if name in _INT:
-        return "int"
+    given = _BUILTINS.get(name) or SCRIPT_RESULTS.get(name)
+    if given in ("bool", "int"):
+        return given
     if name == "Float" or (name == "item" and form == "method"):
         return "float"
     if name == "size":
@@ -205,10 +201,10 @@ def result_type(name: str, form: str, types: list[str], nargs: int) -> str:
     if form == "method" and types and types[0].startswith("List["):
         return element_type(types[0]) if name == "pop" else "int" if name in (
             "index", "count") else "NoneType"
-    if name in _LISTS:
-        return "List[Tensor]"
-    if name in _PAIRS and (nargs > 1 or name in ("sort", "std_mean", "var_mean", "aminmax",
-                                                   "slogdet", "frexp")):
+    if given == "List[Tensor]":
+        return given
+    if given is not None and given.startswith("Tuple") and (
+            nargs > 1 or not given.endswith("with a dim")):
         return "Tuple[Tensor, Tensor]"
     if form == "operator":
         if tensor:

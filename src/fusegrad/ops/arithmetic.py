@@ -80,6 +80,8 @@ _F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 # add's default alpha. CPython keeps one object for each small int, so `alpha is _ONE` says
 # "the int 1" in one step: True, 1.0 and 1+0j are equal to 1 but PyTorch checks them.
 _ONE = 1
+# (quantized tensors: PyTorch makes the quantized result first and refuses a number there)
+REFUSES_NUMBER = {"refuses_number": True}
 _F32_MAX = float(np.finfo(np.float32).max)
 # Contiguous float32 operands of one shape and at least this many values take add/sub's
 # alpha in C (`pointwise.c`'s `axpy_f32`: one fused multiply-add per element, the pieces
@@ -268,6 +270,7 @@ def _sub_meta(a, b, alpha=1):
 
 add = register(
     "add.Tensor", kernel=_add_kernel(np.add), meta=_alpha_meta, node="AddBackward0",
+    quantized=REFUSES_NUMBER,
     derivative=lambda g, alpha: (g, g * _conj(alpha) if alpha != 1 else g),
     save=lambda out, a, b, alpha=1: (alpha,),
     samples=binary_samples(scalars=(2.5, 3)),
@@ -276,6 +279,7 @@ add = register(
     saved_names=("alpha",))
 sub = register(
     "sub.Tensor", kernel=_add_kernel(np.subtract), meta=_sub_meta, node="SubBackward0",
+    quantized=REFUSES_NUMBER,
     derivative=lambda g, alpha: (g, -g * _conj(alpha) if alpha != 1 else -g),
     save=lambda out, a, b, alpha=1: (alpha,),
     samples=binary_samples(), tensor_args=(0, 1),
@@ -301,6 +305,7 @@ def _rsub_decomposition(a, b, alpha=1):
 
 rsub = register(
     "rsub.Scalar", kernel=_rsub_kernel,
+    quantized=REFUSES_NUMBER,
     meta=_sub_meta, node="RsubBackward1",
     # `other` may be a tensor too (`torch.rsub(a, b)`): its gradient is the incoming one.
     derivative=lambda g, alpha: (-g * _conj(alpha) if alpha != 1 else -g, g),
@@ -312,6 +317,7 @@ rsub = register(
 # `torch.rsub(a, b)` with a tensor `b`: PyTorch's other overload (its own node).
 rsub_tensor = register(
     "rsub.Tensor", kernel=_rsub_kernel, meta=_sub_meta, node="RsubBackward0",
+    quantized=REFUSES_NUMBER,
     derivative=lambda g, alpha: (-g * _conj(alpha) if alpha != 1 else -g, g),
     save=lambda out, a, b, alpha=1: (alpha,), saved_names=("alpha",), public="rsub",
     samples=lambda rng, dt: [Sample((rand_array(rng, (3, 4), dt), rand_array(rng, (4,), dt)))],
@@ -379,6 +385,7 @@ _mul_derivative.on_arrays = _mul_on_arrays
 
 mul = register(
     "mul.Tensor", forward_ad="product",
+    quantized=REFUSES_NUMBER,
     kernel=binary_kernel(np.multiply, scalar_at_full_precision=True),
     meta=binary_meta(), node="MulBackward0",
     derivative=_mul_derivative,
@@ -388,6 +395,7 @@ mul = register(
     saved_names=("self", "other"))
 div = register(
     "div.Tensor", forward_ad="product",
+    quantized=REFUSES_NUMBER,
     kernel=binary_kernel(np.true_divide, to_float=True, scalar_at_full_precision=True),
     meta=binary_meta(to_float=True), node="DivBackward0",
     derivative=_div_derivative,

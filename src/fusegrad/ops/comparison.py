@@ -47,7 +47,7 @@ def _compare(name, ufunc, onnx: str, negate: bool = False, ordered: bool = False
     return register(name, kernel=binary_kernel(ufunc, compare=True, real_only=real_only),
                     meta=binary_meta(out_bool=True, real_only=real_only), differentiable=False,
                     samples=binary_samples(), onnx=compare(onnx, negate),
-                    public=name.split(".")[0],
+                    public=name.split(".")[0], quantized={"kernel": "_compare"},
                     lowering=lambda v, a, b: v.compare(name.split(".")[0], a, b))
 
 

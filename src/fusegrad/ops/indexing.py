@@ -128,6 +128,7 @@ def _index_select_derivative(g, shape, dim, index):
 
 index_select = register(
     "index_select", kernel=_index_select_kernel, meta=_index_select_meta,
+    quantized={"indexing": True},
     nondiff_args=(2,), onnx=ox.index_select,
     node="IndexSelectBackward0", derivative=_index_select_derivative,
     save=lambda out, a, dim, index: (a.shape, dim, index),
@@ -938,6 +939,7 @@ def _index_derivative(g, shape, indices):
 
 index = register(
     "index.Tensor", kernel=_index_kernel, meta=_index_meta, node="IndexBackward0",
+    quantized={"indexing": True},
     derivative=_index_derivative, save=lambda out, a, indices: (a.shape, list(indices)),
     samples=_index_samples, public="index", onnx=ox.index_tensor)
 

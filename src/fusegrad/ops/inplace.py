@@ -58,10 +58,12 @@ zero_ = register(
     samples=_samples(), onnx=_ox.fill, overlap_ok="")
 fill_scalar = register(
     "fill_.Scalar", kernel=_fill_kernel, meta=_fill_meta, inplace=True, node="FillBackward2",
+    quantized={"kernel": "_fill"},
     derivative=lambda g: (g * 0, None), zero_grad=True, samples=_samples(1.5), public="fill_",
     onnx=_ox.fill, overlap_ok="")  # (fill_.Tensor refuses an expanded tensor, as PyTorch's)
 fill_tensor = register(
     "fill_.Tensor", kernel=_fill_kernel, meta=_fill_meta, inplace=True, node="FillBackward3",
+    quantized={"kernel": "_fill"},
     derivative=lambda g: (g * 0, g.sum()), zero_grad=True,
     tensor_args=(0, 1), samples=_samples(lambda rng, dt: rand_array(rng, (), dt)), public="fill_",
     onnx=_ox.fill)
@@ -113,6 +115,7 @@ def _copy_samples(rng, dtype):
 
 copy_ = register(
     "copy_", kernel=_copy_kernel, meta=_copy_meta, inplace=True, node="CopyBackwards",
+    quantized={"kernel": "_copy"},
     # (lowered only where it writes a tensor of the graph that nothing else reads)
     lowering=lambda v, dst, src, non_blocking=False: v.copy_into(dst, src),
     derivative=_copy_derivative, save=lambda out, a, src, non_blocking=False: (src.dtype,),

@@ -94,6 +94,7 @@ def _cat_derivative(g, shapes, dim):
 
 cat = register(
     "cat", autocast="promote",
+    quantized={"kernel": "_cat"},
     kernel=dense_format(_cat_kernel), meta=_cat_meta, list_arg=True, node="CatBackward0",
     lowering=lambda v, tensors, dim=0: v.cat(tensors, dim),
     derivative=_cat_derivative, save=lambda out, ts, dim=0: ([t.shape for t in ts], dim),
@@ -200,6 +201,7 @@ def _repeat_derivative(g, shape, repeats):
 
 repeat = register(
     "repeat", kernel=c_contiguous(_repeat_kernel), meta=_repeat_meta, node="RepeatBackward0",
+    quantized={"kernel": "_repeat"},
     derivative=_repeat_derivative, save=lambda out, a, repeats: (a.shape, tuple(repeats)),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), r), name=f"{s}x{r}") for s, r in (
         ((3, 4), (2, 1)), ((3,), (2, 2)), ((), (3,)), ((2, 3), (1, 2, 2)), ((0, 2), (2, 1)))],

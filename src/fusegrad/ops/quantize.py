@@ -200,32 +200,3 @@ fake_quantize_per_channel_affine_cachemask = register(
     samples=lambda rng, dt: [Sample((rand_array(rng, (3, 4), dt) * 3,
                                      np.array([0.1, 0.2, 0.05], F32),
                                      np.array([0, 1, -1], np.int32), 0, -8, 7), name="axis0")])
-
-
-# What quantized tensors (`fusegrad._quantized`) run, by registry name. Beside every view op
-# (`OpDef.view`), these ops only move a tensor's elements, so they run their own kernel on
-# the integer representation; the indexing ops take integer or bool index tensors.
-QUANTIZED_MOVES = frozenset(("clone", "_unsafe_view"))
-QUANTIZED_INDEXING = frozenset(("index.Tensor", "index_select"))
-# What a per-channel tensor allows (its channel axis stays where it is).
-QUANTIZED_PER_CHANNEL_MOVES = frozenset(("alias", "clone"))
-# Arithmetic that PyTorch refuses with a number operand while making its (quantized) result.
-QUANTIZED_WITH_NUMBER = frozenset(("add.Tensor", "add.Scalar", "sub.Tensor", "sub.Scalar",
-                                   "mul.Tensor", "mul.Scalar", "div.Tensor", "div.Scalar",
-                                   "rsub.Scalar", "rsub.Tensor"))
-# Ops with quantized kernels of their own: op -> the kernel's name in `fusegrad._quantized`.
-QUANTIZED_KERNELS = {"mean": "_mean", "mean.dim": "_mean", "cat": "_cat",
-                     "fill_.Scalar": "_fill", "fill_.Tensor": "_fill", "copy_": "_copy",
-                     "repeat": "_repeat"}
-QUANTIZED_KERNELS.update((f"{cmp}.{kind}", "_compare")
-                         for cmp in ("eq", "ne", "lt", "le", "gt", "ge")
-                         for kind in ("Tensor", "Scalar"))
-# The view ops a per-channel tensor runs, moving its parameters as PyTorch does: op -> the
-# kernel's name in `fusegrad._quantized`.
-QUANTIZED_PER_CHANNEL_VIEWS = {
-    "select.int": "_select_per_channel", "slice.Tensor": "_slice_per_channel",
-    "unsqueeze": "_unsqueeze_per_channel", "squeeze": "_squeeze_per_channel",
-    "squeeze.dim": "_squeeze_per_channel", "squeeze.dims": "_squeeze_per_channel",
-    "view": "_view_per_channel", "_unsafe_view": "_view_per_channel"}
-# The overload PyTorch's error names where it is not the op's `.out`.
-QUANTIZED_ERROR_NAMES = {"sum": "sum.IntList_out", "sum.dim_IntList": "sum.IntList_out"}

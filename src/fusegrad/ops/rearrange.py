@@ -102,6 +102,7 @@ def _clone_meta(a, memory_format=None):
 
 clone = register(
     "clone", kernel=_clone_kernel,
+    quantized={"moves": True, "per_channel": "moves"},
     meta=_clone_meta, node="CloneBackward0",
     derivative=lambda g: (g, None),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt),)) for s in ((3, 4), (), (0, 2))],

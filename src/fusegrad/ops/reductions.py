@@ -41,6 +41,9 @@ from ._util import (
 from .activation_backward import first_order_kernel
 from .registry import REGISTRY, Sample, register
 
+# (a quantized tensor: PyTorch's refusal names the `IntList_out` overload)
+_SUM_REFUSAL = {"error": "sum.IntList_out"}
+
 _REDUCE_SHAPES = [((3, 4), None), ((3, 4), 0), ((3, 4), -1), ((2, 3, 4), (0, 2)), ((), None),
                   ((), 0), ((0, 3), 1), ((2, 0), 1), ((5,), 0)]
 
@@ -214,6 +217,7 @@ _sum_derivative.on_arrays = lambda g, shape: (strided_view(g, tuple(shape), (0,)
 
 sum_ = register(
     "sum", kernel=_sum_all_kernel,
+    quantized=_SUM_REFUSAL,
     meta=lambda a, dtype=None: _sum_meta(a, None, False, dtype), node="SumBackward0",
     derivative=_sum_derivative,
     save=save_shape,
@@ -222,6 +226,7 @@ sum_ = register(
     saved_names=("self_sym_sizes",))
 sum_dim = register(
     "sum.dim_IntList", kernel=_sum_kernel, meta=_sum_meta, node="SumBackward1",
+    quantized=_SUM_REFUSAL,
     derivative=lambda g, shape, dims, keepdim: (expand_reduced(g, shape, dims, keepdim),),
     save=lambda out, a, dims, keepdim=False, dtype=None: (saved_shape(a), dims, keepdim),
     samples=_reduce_samples, onnx=reduce_onnx("ReduceSum"), public="sum",
@@ -322,6 +327,7 @@ def _mean_decomposition(a, dims=None, keepdim=False, dtype=None):
 
 mean = register(
     "mean", kernel=lambda a, dtype=None: _mean_kernel(a, None, False, dtype),
+    quantized={"kernel": "_mean"},
     meta=lambda a, dtype=None: _mean_meta(a, None, False, dtype), node="MeanBackward0",
     derivative=lambda g, shape: (g.expand(shape) / max(_count(shape, None), 1),),
     save=lambda out, a, dtype=None: (a.shape,), samples=_full_samples,
@@ -333,6 +339,7 @@ mean = register(
     saved_names=("self_sym_sizes",))
 mean_dim = register(
     "mean.dim", kernel=_mean_kernel, meta=_mean_meta, node="MeanBackward1",
+    quantized={"kernel": "_mean"},
     derivative=lambda g, shape, dims, keepdim: (
         expand_reduced(g, shape, dims, keepdim) / max(_count(shape, dims), 1),),
     save=lambda out, a, dims, keepdim=False, dtype=None: (a.shape, dims, keepdim),

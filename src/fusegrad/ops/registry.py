@@ -87,6 +87,10 @@ _to_copy clone alias detach lift_fresh_copy scalar_tensor
 """.split())
 
 
+_QUANTIZED_KEYS = frozenset(("kernel", "moves", "per_channel", "indexing", "refuses_number",
+                             "error"))
+
+
 class OpDef:
     """A registry entry. Call `fusegrad._dispatch.call(op, *args)` to run it."""
 
@@ -99,7 +103,7 @@ class OpDef:
                  "saved_names", "plain_args", "data_dependent", "permutes", "recomputable",
                  "autocast", "undefined_grads", "result_order", "save_reads_output",
                  "overlap_ok", "forward_ad", "flops", "out_of_place", "tensors_only",
-                 "__weakref__")
+                 "quantized", "__weakref__")
 
     def __init__(self, name: str, *, kernel: Callable, meta: Callable,
                  derivative: Callable | None = None, save: Callable | None = None,
@@ -116,8 +120,22 @@ class OpDef:
                  permutes: bool = False, autocast: str | None = None,
                  undefined_grads: bool = False, result_order: str | None = None,
                  overlap_ok: str | None = None, forward_ad: str | None = None,
-                 flops: Callable | None = None, tensors_only: tuple = ()):
+                 flops: Callable | None = None, tensors_only: tuple = (),
+                 quantized: dict | None = None):
         self.name = name
+        # How a quantized tensor (`fusegrad._quantized`) takes the op, where it does not
+        # refuse it (most ops: PyTorch's "Could not run ... QuantizedCPU backend"); keys:
+        # "kernel" (the name of `_quantized`'s function running it), "moves" (it only moves
+        # elements, as a view does: its own kernel runs on the integers, the parameters
+        # kept), "per_channel" ("moves", or the name of the function running it for a
+        # per-channel tensor, which moves the parameters along), "indexing" (it takes
+        # integer or bool index tensors beside the quantized one), "refuses_number"
+        # (PyTorch makes the quantized result first and refuses a number operand there),
+        # "error" (the overload PyTorch's refusal names, where not the op's `.out`).
+        if quantized is not None and not set(quantized) <= _QUANTIZED_KEYS:
+            raise ValueError(f"op {name!r}: unknown quantized keys "
+                             f"{sorted(set(quantized) - _QUANTIZED_KEYS)}")
+        self.quantized = quantized
         # The names of the operands PyTorch's signature takes as Tensor only, with no
         # overload for a number (`atan2(Tensor input, Tensor other)`: ("input", "other")),
         # in order; () for most ops. The public surface refuses anything else there with

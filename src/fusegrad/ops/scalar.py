@@ -14,7 +14,7 @@ import numpy as np
 from .. import _dtype
 from . import _onnx as ox
 from ._util import binary_kernel, binary_meta, rand_array
-from .arithmetic import _add_kernel, _alpha_meta, _sub_meta
+from .arithmetic import REFUSES_NUMBER, _add_kernel, _alpha_meta, _sub_meta
 from .comparison import clamp_number_kernel, clamp_number_meta
 from .registry import Sample, inplace_variant, register
 
@@ -41,18 +41,21 @@ def _scaled(a, b, alpha):
 
 add_scalar = register(
     "add.Scalar", kernel=_add_kernel(np.add), meta=_alpha_meta, node="AddBackward1",
+    quantized=REFUSES_NUMBER,
     derivative=lambda g: (g, None, None), save=lambda out, a, b, alpha=1: (),
     samples=_scalar_samples(2.5, -1.0), public="add",
     decomposition=lambda a, b, alpha=1: a + _scaled(a, b, alpha),
     lowering=lambda v, a, b, alpha=1: v.add(a, v.mul(b, alpha)), onnx=ox.add_like("Add"))
 sub_scalar = register(
     "sub.Scalar", kernel=_add_kernel(np.subtract), meta=_sub_meta, node="SubBackward1",
+    quantized=REFUSES_NUMBER,
     derivative=lambda g: (g, None, None), save=lambda out, a, b, alpha=1: (),
     samples=_scalar_samples(2.5, -1.0), public="sub",
     decomposition=lambda a, b, alpha=1: a - _scaled(a, b, alpha),
     lowering=lambda v, a, b, alpha=1: v.sub(a, v.mul(b, alpha)), onnx=ox.add_like("Sub"))
 mul_scalar = register(
     "mul.Scalar", forward_ad="product",
+    quantized=REFUSES_NUMBER,
     kernel=binary_kernel(np.multiply, scalar_at_full_precision=True),
     meta=binary_meta(), node="MulBackward1",
     derivative=lambda g, b: (g * b, None), save=lambda out, a, b: (b,),
@@ -61,6 +64,7 @@ mul_scalar = register(
     lowering=lambda v, a, b: v.mul(a, b), onnx=ox.with_number("Mul"))
 div_scalar = register(
     "div.Scalar", forward_ad="product",
+    quantized=REFUSES_NUMBER,
     kernel=binary_kernel(np.true_divide, to_float=True, scalar_at_full_precision=True),
     meta=binary_meta(to_float=True), node="DivBackward1",
     derivative=lambda g, b: (g / b, None), save=lambda out, a, b: (b,),

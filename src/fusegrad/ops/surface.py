@@ -14,6 +14,11 @@ it does not route), read through `names_with` as the other flags are.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import NamedTuple
+
+from .. import _creation
+from . import call_arguments as _calls
 from . import deferred
 from . import foreach as _foreach
 from .registry import REGISTRY
@@ -73,6 +78,13 @@ ROW_MAJOR = "row_major"
 # A result eager's kernel lays out its own way even from row-major operands (geqrf's factor and
 # ormqr's product are column-major, as LAPACK's): capture never knows its layout.
 OWN_LAYOUT = "own_layout"
+
+# A call whose result is new memory whatever its arguments (besides the factories): a write
+# into it leaves the graph's inputs alone.
+FRESH = "fresh"
+# A call whose result may alias an argument other than its first, or memory made outside
+# (`from_numpy`): its result is never new memory.
+SHARES_MEMORY = "shares_memory"
 
 _OP_FLAGS = (INPLACE, DATA_DEPENDENT, RANDOM, VIEW)  # the flags an OpDef carries as attributes
 
@@ -300,6 +312,88 @@ PROFILED_AS: dict[str, dict[str, tuple[str, ...]]] = {
     },
 }
 
+
+# The profiler's events of the factories (`profiler/_composites.py`): fusegrad builds their
+# tensors without registry ops, so nothing would show a call. PyTorch shows each as an event
+# of its own (`aten::zeros` around its `aten::empty` and `aten::zero_`); the outer event is
+# the call's. A chain of single nested events is spelled out (`aten::empty_like` runs only
+# `aten::empty_strided`).
+PROFILED_FACTORIES: dict[str, dict[str, tuple[str, ...]]] = {
+    "torch": {
+        "ones": ("aten::ones",), "zeros": ("aten::zeros",), "empty": ("aten::empty",),
+        "full": ("aten::full",), "rand": ("aten::rand",), "randn": ("aten::randn",),
+        "randint": ("aten::randint",), "randperm": ("aten::randperm",),
+        "normal": ("aten::normal",), "arange": ("aten::arange",), "eye": ("aten::eye",),
+        "linspace": ("aten::linspace",), "logspace": ("aten::logspace",),
+        "scalar_tensor": ("aten::scalar_tensor",),
+        "ones_like": ("aten::ones_like",), "zeros_like": ("aten::zeros_like",),
+        "full_like": ("aten::full_like",), "rand_like": ("aten::rand_like",),
+        "randn_like": ("aten::randn_like",), "randint_like": ("aten::randint_like",),
+        "empty_like": ("aten::empty_like", "aten::empty_strided"),
+    },
+    "torch.Tensor": {
+        "new_zeros": ("aten::new_zeros",), "new_ones": ("aten::new_ones",),
+        "new_full": ("aten::new_full",), "new_empty": ("aten::new_empty", "aten::empty"),
+    },
+}
+
+
+class AtenCall(NamedTuple):
+    """The ATen calls PyTorch's traced graphs (make_fx, export) record for a composite,
+    where no registry op stands for the call (`ops/call_handles.py` makes their handles,
+    `ops/call_arguments.py` reads and writes their arguments)."""
+
+    # the overload names: `fusegrad.ops.aten.<name>.<overload>` for each
+    overloads: tuple[str, ...]
+    # make_fx: how the public factory's frame reads as one of the calls (`traced_call`)
+    read: Callable | None = None
+    # export: how a call of the layer's functional reads as one, kept whole (`export`)
+    write: Callable | None = None
+    # what a handle runs, where it is not the public function of the composite's name
+    run: Callable | None = None
+
+
+# Composites by name -> their ATen calls.
+ATEN_CALLS: dict[str, AtenCall] = {
+    # factories: make_fx records the program's call (`aten.zeros.default([3], ...)`)
+    "zeros": AtenCall(("default",), _calls.read_sized("zeros.default")),
+    "ones": AtenCall(("default",), _calls.read_sized("ones.default")),
+    "empty": AtenCall(("memory_format",), _calls.read_empty),
+    "full": AtenCall(("default",), _calls.read_full),
+    "arange": AtenCall(("default", "start", "start_step"), _calls.read_arange),
+    "eye": AtenCall(("default", "m"), _calls.read_eye),
+    "rand": AtenCall(("default",), _calls.read_random("rand.default")),
+    "randn": AtenCall(("default",), _calls.read_random("randn.default")),
+    "zeros_like": AtenCall(("default",), _calls.read_like),
+    "ones_like": AtenCall(("default",)),  # (made through zeros_like's code: its reader)
+    "empty_like": AtenCall(("default",)),
+    "full_like": AtenCall(("default",), _calls.read_full_like),
+    "rand_like": AtenCall(("default",), _calls.read_random_like("rand_like.default")),
+    "randn_like": AtenCall(("default",), _calls.read_random_like("randn_like.default")),
+    "new_zeros": AtenCall(("default",), _calls.read_new),
+    "new_ones": AtenCall(("default",)),  # (new_zeros' code: its reader)
+    "new_empty": AtenCall(("default",)),
+    "new_full": AtenCall(("default",), _calls.read_new_full),
+    "scalar_tensor": AtenCall(("default",)),
+    "tensor": AtenCall((), _calls.read_literal),
+    "as_tensor": AtenCall((), _calls.read_literal),
+    "new_tensor": AtenCall((), _calls.read_literal),
+    # (a tensor literal's constant, copied so each run makes a tensor of its own)
+    "lift_fresh_copy": AtenCall(("default",), _calls.read_literal,
+                                run=_creation.lift_fresh_copy),
+    # (an alias without history, made outside dispatch: `detach()`, `.data`)
+    "detach": AtenCall(("default",)),
+    # layers export keeps whole (`aten.linear.default(x, p_fc_weight, p_fc_bias)`)
+    "linear": AtenCall(("default",), write=_calls.write_linear),
+    "conv1d": AtenCall(("default",), write=_calls.write_conv(1)),
+    "conv2d": AtenCall(("default",), write=_calls.write_conv(2)),
+    "conv3d": AtenCall(("default",), write=_calls.write_conv(3)),
+    "layer_norm": AtenCall(("default",), write=_calls.write_layer_norm),
+    "dropout": AtenCall(("default",), write=_calls.write_dropout),
+    "batch_norm": AtenCall(("default",), write=_calls.write_batch_norm),
+}
+
+
 # How PyTorch reports a non-tensor first argument (or target) of the nn.functional
 # functions it writes in Python (the protocol's errors, `_torch_function_wrappers.
 # argument_error`). Most hand it to a C function of their own name first, whose argument
@@ -341,6 +435,29 @@ FUNCTIONAL_OWN_ERRORS = frozenset({"fractional_max_pool2d", "fractional_max_pool
                                    "softmax", "softmin", "log_softmax"})
 
 # Public names by layout fact (composites and spellings of registry ops alike).
+# What TorchScript's schemas say a public name's call returns, where it is no Tensor (read by
+# `jit/_types.py`): a bool, an int, a list of tensors, or a pair of tensors ("Tuple[Tensor,
+# Tensor] with a dim": a pair only when given more than the tensor, `max(x, 0)`).
+_PAIR_WITH_DIM = "Tuple[Tensor, Tensor] with a dim"
+SCRIPT_RESULTS: dict[str, str] = {
+    **dict.fromkeys(("is_floating_point", "is_contiguous", "is_complex", "equal", "allclose",
+                     "is_tensor", "is_nonzero", "is_same_size", "is_signed"), "bool"),
+    **dict.fromkeys(("dim", "numel", "ndimension", "nelement", "element_size", "get_device"),
+                    "int"),
+    **dict.fromkeys(("split", "chunk", "unbind", "tensor_split", "split_with_sizes", "hsplit",
+                     "vsplit", "dsplit", "meshgrid", "broadcast_tensors"), "List[Tensor]"),
+    **dict.fromkeys(("sort", "std_mean", "var_mean", "aminmax", "slogdet", "frexp"),
+                    "Tuple[Tensor, Tensor]"),
+    **dict.fromkeys(("max", "min", "topk", "kthvalue", "median", "mode", "cummax", "cummin"),
+                    _PAIR_WITH_DIM),
+}
+
+# Public names by memory fact (composites and registry ops alike), for capture's writes.
+MEMORY: dict[str, frozenset[str]] = {
+    FRESH: frozenset(("clone", "new_zeros", "new_ones", "new_empty", "new_full", "new_tensor")),
+    SHARES_MEMORY: frozenset(("as_tensor", "asarray", "from_numpy", "set_", "frombuffer")),
+}
+
 LAYOUTS: dict[str, frozenset[str]] = {VIEW_OR_COPY: frozenset("""
 reshape reshape_as view_as flatten unflatten ravel movedim moveaxis swapaxes swapdims narrow
 expand_as""".split()), ROW_MAJOR: frozenset("""
@@ -364,6 +481,7 @@ def names_with(flag: str) -> frozenset[str]:
     names.update(PROTOCOL.get(flag, ()))
     names.update(PLACES.get(flag, ()))
     names.update(LAYOUTS.get(flag, ()))
+    names.update(MEMORY.get(flag, ()))
     if flag in _OP_FLAGS:
         names.update(op.public for op in REGISTRY.values() if getattr(op, flag))
     found = frozenset(names)

@@ -143,12 +143,14 @@ def _view_samples(rng, dtype):
 
 view = register(
     "view", kernel=_view_kernel, meta=_view_meta, view=True, node="ViewBackward0",
+    quantized={"per_channel": "_view_per_channel"},
     derivative=lambda g, shape: (g.reshape(shape), None), save=save_shape,
     samples=_view_samples, onnx=reshape_onnx,
     lowering=lambda v, a, shape: v.reshape(a, shape),
     saved_names=("self_sym_sizes",))
 unsafe_view = register(
     "_unsafe_view", kernel=lambda a, shape: np.reshape(a, infer_size(shape, a.size)),
+    quantized={"moves": True, "per_channel": "_view_per_channel"},
     meta=lambda a, shape: Spec(infer_size(shape, numel(a.shape)), a.dtype),
     node="UnsafeViewBackward0",
     derivative=lambda g, shape: (g.reshape(shape), None), save=save_shape,
@@ -377,6 +379,7 @@ def _unsqueeze_meta(a, dim):
 
 unsqueeze = register(
     "unsqueeze", kernel=_unsqueeze_kernel, meta=_unsqueeze_meta, view=True,
+    quantized={"per_channel": "_unsqueeze_per_channel"},
     lowering=lambda v, a, dim: v.unsqueeze(a, dim),
     node="UnsqueezeBackward0", derivative=lambda g, dim, n: (g.squeeze(wrap_dim(dim, n + 1)),
                                                              None),
@@ -424,7 +427,8 @@ def _squeeze(name, node, dims_sample, decomposition=None, lowering=None):
         derivative=_squeeze_derivative, save=lambda out, a, dims=None: (a.shape,),
         samples=lambda rng, dt: [Sample((rand_array(rng, s, dt),) + dims_sample)
                                  for s in ((3, 1, 4), (1, 1), (1, 0, 1))],
-        public="squeeze", onnx=_squeeze_onnx, decomposition=decomposition, lowering=lowering)
+        public="squeeze", onnx=_squeeze_onnx, decomposition=decomposition, lowering=lowering,
+        quantized={"per_channel": "_squeeze_per_channel"})
 
 
 # squeeze.dims is the core form: the other overloads name their dims for it.
@@ -469,6 +473,7 @@ def _select_meta(a, dim, index):
 
 select = register(
     "select.int", kernel=_select_kernel, meta=_select_meta, view=True, node="SelectBackward0",
+    quantized={"per_channel": "_select_per_channel"},
     lowering=lambda v, a, dim, index: v.select(a, dim, index),
     derivative=lambda g, shape, dim, index: (select_backward_fn(g, shape, dim, index), None,
                                              None),
@@ -603,6 +608,7 @@ def _slice_derivative(g, shape, dim, start, end, step):
 
 slice_ = register(
     "slice.Tensor", kernel=_slice_kernel, meta=_slice_meta, view=True, node="SliceBackward0",
+    quantized={"per_channel": "_slice_per_channel"},
     lowering=lambda v, a, dim=0, start=None, end=None, step=1: v.slice(a, dim, start, end, step),
     derivative=_slice_derivative,
     # an open start or end saved as PyTorch's defaults (0, INT64_MAX), as `_saved_*` read
@@ -616,7 +622,7 @@ slice_ = register(
 alias = register(
     "alias", kernel=lambda a: a.view(), meta=lambda a: Spec(tuple(a.shape), a.dtype,
                                                             elem_strides(a)),
-    view=True, node="AliasBackward0", derivative=lambda g: (g,),
+    quantized={"per_channel": "moves"}, view=True, node="AliasBackward0", derivative=lambda g: (g,),
     samples=lambda rng, dt: [Sample((rand_array(rng, (3, 4), dt),))], onnx=identity)
 
 

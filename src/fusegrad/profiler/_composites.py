@@ -17,35 +17,11 @@ import threading
 
 from .. import _dispatch
 from .._tensor import Tensor
-from ..ops.surface import PROFILED_AS
+from ..ops.surface import PROFILED_AS, PROFILED_FACTORIES
 
 _LOCK = threading.Lock()
 _ACTIVE = [0]  # recorders running (any thread): the swap is made by the first, undone by the last
 _UNDO: list = []  # (restore function) for each swap made
-
-
-# Factories: fusegrad builds their tensors without registry ops, so nothing would show a
-# call. PyTorch shows each as an event of its own (`aten::zeros` around its `aten::empty`
-# and `aten::zero_`); the outer event is the call's. A chain of single nested events is
-# spelled out (`aten::empty_like` runs only `aten::empty_strided`).
-_FACTORIES: dict[str, dict[str, tuple[str, ...]]] = {
-    "torch": {
-        "ones": ("aten::ones",), "zeros": ("aten::zeros",), "empty": ("aten::empty",),
-        "full": ("aten::full",), "rand": ("aten::rand",), "randn": ("aten::randn",),
-        "randint": ("aten::randint",), "randperm": ("aten::randperm",),
-        "normal": ("aten::normal",), "arange": ("aten::arange",), "eye": ("aten::eye",),
-        "linspace": ("aten::linspace",), "logspace": ("aten::logspace",),
-        "scalar_tensor": ("aten::scalar_tensor",),
-        "ones_like": ("aten::ones_like",), "zeros_like": ("aten::zeros_like",),
-        "full_like": ("aten::full_like",), "rand_like": ("aten::rand_like",),
-        "randn_like": ("aten::randn_like",), "randint_like": ("aten::randint_like",),
-        "empty_like": ("aten::empty_like", "aten::empty_strided"),
-    },
-    "torch.Tensor": {
-        "new_zeros": ("aten::new_zeros",), "new_ones": ("aten::new_ones",),
-        "new_full": ("aten::new_full",), "new_empty": ("aten::new_empty", "aten::empty"),
-    },
-}
 
 
 def _namespace(label: str):
@@ -242,12 +218,12 @@ def start() -> None:
         # Its layers are what profiles are mostly of; loaded now, so its functions are
         # swapped even when the profiled code is the first to use them.
         from ..nn import functional  # noqa: F401
-        for tables in (PROFILED_AS, _FACTORIES):
+        for tables in (PROFILED_AS, PROFILED_FACTORIES):
             for label, table in tables.items():
                 namespace = _namespace(label)
                 if namespace is not None:
                     for name, names in table.items():
-                        _swap(namespace, name, names, tables is _FACTORIES)
+                        _swap(namespace, name, names, tables is PROFILED_FACTORIES)
 
 
 def stop() -> None:

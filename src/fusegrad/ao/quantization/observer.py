@@ -169,7 +169,19 @@ class UniformQuantizationObserverBase(ObserverBase):
         raise NotImplementedError
 
 
-class MinMaxObserver(UniformQuantizationObserverBase):
+class _RangeObserver(UniformQuantizationObserverBase):
+    """An observer of the range of values it was shown (`min_val`, `max_val`)."""
+
+    def calculate_qparams(self):
+        """(scale, zero_point) of the observed range: one-element tensors, or one entry per
+        channel for a per-channel observer."""
+        return self._calculate_qparams(self.min_val, self.max_val)
+
+    def extra_repr(self) -> str:
+        return f"min_val={self.min_val}, max_val={self.max_val}"
+
+
+class MinMaxObserver(_RangeObserver):
     """Chooses per-tensor parameters from the running minimum and maximum."""
 
     def __init__(self, dtype=_dtype.quint8, qscheme=Q.per_tensor_affine,
@@ -199,13 +211,6 @@ class MinMaxObserver(UniformQuantizationObserverBase):
         self._update(x.min(), x.max())
         return x_orig
 
-    def calculate_qparams(self):
-        """(scale, zero_point), one-element tensors."""
-        return self._calculate_qparams(self.min_val, self.max_val)
-
-    def extra_repr(self) -> str:
-        return f"min_val={self.min_val}, max_val={self.max_val}"
-
     def reset_min_max_vals(self):
         """Forget the observed range."""
         self.min_val._data[...] = np.inf
@@ -233,7 +238,7 @@ class MovingAverageMinMaxObserver(MinMaxObserver):
         old_hi[...] = old_hi + c * (hi - old_hi)
 
 
-class PerChannelMinMaxObserver(UniformQuantizationObserverBase):
+class PerChannelMinMaxObserver(_RangeObserver):
     """Chooses parameters per index of dimension `ch_axis` from running minima and
     maxima."""
 
@@ -268,13 +273,6 @@ class PerChannelMinMaxObserver(UniformQuantizationObserverBase):
         self.min_val = Tensor._make(lo)
         self.max_val = Tensor._make(hi)
         return x_orig
-
-    def calculate_qparams(self):
-        """(scales, zero_points), one per channel."""
-        return self._calculate_qparams(self.min_val, self.max_val)
-
-    def extra_repr(self) -> str:
-        return f"min_val={self.min_val}, max_val={self.max_val}"
 
     def reset_min_max_vals(self):
         """Forget the observed ranges."""

@@ -780,7 +780,7 @@ class Tracer(_dispatch.DispatchMode):
         (`random`) are drawn by a node each time the graph runs (`RandomFactory`)."""
         self.sync_grad_mode()
         if self.record_factories:
-            from ..._creation import traced_call
+            from ...ops.call_handles import traced_call
 
             call = traced_call()
             if call is not None:
@@ -833,7 +833,7 @@ class Tracer(_dispatch.DispatchMode):
         return out
 
     def _factory_call(self, call: tuple, shape, dtype, requires_grad: bool, fill):
-        """A factory's result recorded as the call `call` (`_creation.traced_call`) the
+        """A factory's result recorded as the call `call` (`ops.call_handles.traced_call`) the
         program made: a literal's values as a constant copied by `lift_fresh_copy`."""
         from ...ops.overloads import _overload_of_handle
 

@@ -31,7 +31,7 @@ from ..._symbolic import ShapeEnv, SymInt
 from ..._tensor import Tensor, tensors_in
 from ..._thread_state import local as _thread_local
 from ...fx import has_side_effect
-from ...ops.surface import FACTORY, INPLACE, has_flag
+from ...ops.surface import FACTORY, FRESH, INPLACE, SHARES_MEMORY, has_flag
 from ..markers import enter_recompute_region, exit_recompute_region
 from . import reasons
 from .blocks import BlockExit, BlockExitVariable, BlockKind, enter_graph_block, leave_graph_block
@@ -731,7 +731,7 @@ class GraphBuilder:
                 k == "inplace" and isinstance(v, ConstantVariable) and v.value is True
                 for k, v in kwargs.items())) and not (
                 _is_fresh(args[0] if args else None) and
-                _target_name(target) not in _NOT_FRESH and "out" not in kwargs):
+                not has_flag(_target_name(target), SHARES_MEMORY) and "out" not in kwargs):
             # (A write into a tensor the graph made, which no input can alias, leaves the
             # inputs alone whatever memory they share.)
             self.mutated = True
@@ -1237,14 +1237,6 @@ def _is_inplace(name: str) -> bool:
     return has_flag(name, INPLACE) or name.strip("_") in _INPLACE_OPERATORS
 
 
-# Calls whose result is new memory whatever their arguments (besides the factories).
-_FRESH_MAKERS = frozenset({"clone", "new_zeros", "new_ones", "new_empty", "new_full",
-                           "new_tensor"})
-# Calls whose result may alias an argument other than their first (or a tensor made
-# outside): their results are not fresh.
-_NOT_FRESH = frozenset({"as_tensor", "asarray", "from_numpy", "set_", "frombuffer"})
-
-
 def _is_fresh(v) -> bool:
     """Whether graph variable `v` is a tensor whose memory the graph made (`_makes_fresh`),
     which no input of the graph can share."""
@@ -1255,9 +1247,9 @@ def _makes_fresh(name: str, args: tuple, kwargs: dict) -> bool:
     """Whether the result of call `name(*args, **kwargs)` is memory the graph made: a
     factory's or a copy's, or any op's on such a tensor as first argument (its result is
     new memory or a view of that argument; `out=` and `set_` excepted)."""
-    if "out" in kwargs or name in _NOT_FRESH:
+    if "out" in kwargs or has_flag(name, SHARES_MEMORY):
         return False
-    if name in _FRESH_MAKERS or has_flag(name, FACTORY):
+    if has_flag(name, FRESH) or has_flag(name, FACTORY):
         return True
     return bool(args) and _is_fresh(args[0])
 
