@@ -19,6 +19,12 @@ from program_support import check_make_fx_as_torch  # noqa: E402
 
 import fusegrad as fg  # noqa: E402
 
+def _assigned(y, index, value):
+    """`y` after `y[index] = value`."""
+    y[index] = value
+    return y
+
+
 # Functions of a 3x3 input whose make_fx graph is torch's (and runs as eager fusegrad).
 _CALLS = {
     "zeros": lambda T, x: x + T.zeros(3),
@@ -75,6 +81,12 @@ _CALLS = {
     "detach": lambda T, x: x.detach() * 2,
     "data": lambda T, x: x.data + 1,
     "detach_inplace": lambda T, x: (x * 2).detach().add_(1),
+    # a number written by indexing: a literal 0-d tensor, filled or copied in
+    "setitem_row": lambda T, x: _assigned(x.clone(), 0, 1.0),
+    "setitem_element": lambda T, x: _assigned(x.clone(), (0, 1), 2),
+    "setitem_whole": lambda T, x: _assigned(x.clone(), Ellipsis, 2.5),
+    "setitem_column": lambda T, x: _assigned(x.clone(), (slice(None), 1), 3.0) * 2,
+    "setitem_tensor": lambda T, x: _assigned(x.clone(), slice(1, 3), T.tensor([1., 2., 3.])),
 }
 
 

@@ -491,6 +491,16 @@ def _floats_beyond(data, np_dtype) -> bool:
     return False
 
 
+def records_factory_calls() -> bool:
+    """Whether this thread's innermost mode making factory results records the call the
+    program made (make_fx, export: `record_factories`), where a number the program writes
+    is a literal tensor too (`x[0] = 1.0` fills from `lift_fresh_copy` of `tensor(1.)`)."""
+    for mode in reversed(_thread_local.modes):
+        if getattr(mode, "make_factory_tensor", None) is not None:
+            return getattr(mode, "record_factories", False)
+    return False
+
+
 def _traces_factories() -> bool:
     """Whether this thread's innermost mode making factory results is a tracer keeping their
     values (`factory_values`), not one making fake tensors (the capture's, whose example of a

@@ -12,12 +12,15 @@ import warnings
 import numpy as np
 
 from .. import _dtype
+from .._creation import records_factory_calls
+from .._creation import tensor as _creation_tensor
 from .._dispatch import call
 from .._scalar_conversion import checked_scalar
 from .._shapes import broadcast_shapes as _broadcast_shapes
 from .._shapes import wrap_dim as _wrap_dim
 from .._symbolic import SymInt
 from .._tensor import Tensor
+from .._thread_state import active as _active
 from .._torch_function import warn_once_at, warning_stacklevel
 from ..ops import indexing as X
 from ..ops import inplace as I  # noqa: E741
@@ -26,7 +29,6 @@ from ..ops import shape as S
 from ..ops._view_calls import select_first
 from ..ops.views import _expand_shape
 from . import _args
-from .shape import reshape
 
 # ---------------------------------------------------------------- indexing
 
@@ -351,10 +353,15 @@ def _covers(i: slice, size: int) -> bool:
 def setitem(input, index, value) -> None:
     """`input[index] = value`: a copy into the indexed view, or `index_put_` for index
     tensors."""
+    literal = False
     if not isinstance(value, Tensor):
         # The number is converted (and range-checked) first, as PyTorch converts it before it
         # reads the index.
         value = _assigned_number(value, input.dtype)
+        if _active.modes and records_factory_calls():
+            # (traced as PyTorch's make_fx records it: a literal 0-d tensor of the input's
+            # dtype, copied into a 0-d target, filling any other)
+            value, literal = _creation_tensor(value, dtype=input.dtype), True
     if index.__class__ is list:
         index = _sequence_as_tuple(index)
     elif index.__class__ is builtins.bool:
@@ -382,8 +389,8 @@ def setitem(input, index, value) -> None:
     whole = index is Ellipsis or _writes_whole(input, index)
     target = input if whole else getitem(input, index)
     if isinstance(value, Tensor):
-        if whole and not value.ndim and target.ndim:  # (a 0-d value fills a larger x,
-            # as PyTorch's copy_to does)
+        if (whole or literal) and not value.ndim and target.ndim:  # (a 0-d value fills a
+            # larger x, as PyTorch's copy_to does)
             call(I.fill_tensor, target, value)
             return
         shape = tuple(target.shape)
@@ -445,13 +452,15 @@ def _type_name(value) -> str:
 def _fit_value(value: Tensor, shape: tuple) -> Tensor:
     """`value` as `x[i] = value` writes it into a result of `shape`, as PyTorch does: its
     leading size-1 dims dropped (`x[0] = row[None]`), then expanded to `shape` (its error
-    if that fails; copy_ broadcasts the rest)."""
+    if that fails)."""
     have = tuple(value.shape)
     k = 0
     while k < len(have) and have[k] == 1:
         k += 1
     _expand_shape(have[k:], shape, value.dtype)
-    return reshape(value, have[k:]) if k else value
+    # (viewed and expanded, as PyTorch's assignment does: the value's gradient passes their
+    # nodes, ViewBackward0 and ExpandBackward0)
+    return value.view(have[k:]).expand(shape)
 
 
 def _without_leading_ones(value: Tensor) -> Tensor:
