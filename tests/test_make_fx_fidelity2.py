@@ -19,6 +19,7 @@ from program_support import check_make_fx_as_torch  # noqa: E402
 
 import fusegrad as fg  # noqa: E402
 
+
 def _assigned(y, index, value):
     """`y` after `y[index] = value`."""
     y[index] = value

@@ -607,6 +607,8 @@ def _onednn(x, w, stride, dilation, groups, transposed, output_padding) -> bool:
     if name != "float32":
         return False
     xs, ws = x.shape, w.shape
+    if len(xs) == 3:  # PyTorch runs a 1-D convolution as the 2-D one of height 1
+        xs, ws = (xs[0], xs[1], 1, xs[2]), (ws[0], ws[1], 1, ws[2])
     n = xs[0]
     if not (any(v != 1 for v in stride) or any(v != 1 for v in dilation) or n >= 16
             or ws[-1] != 1 or ws[-2] != 1 or _parallel.num_threads() > 1):
@@ -743,30 +745,52 @@ def _conv_transposed_kernel(x, w, b, stride, padding, dilation, output_padding, 
 def _by_taps(x, w, wk, s, p, d, groups: int) -> bool:
     """Whether a convolution must run `_conv_by_taps`: im2col would multiply a NaN or
     infinite weight by the padding's zeros, where PyTorch's kernel never reads the padding
-    (oneDNN's, `_onednn`, with one group or depthwise; its grouped kernels and the others
-    multiply the padding as im2col does). `wk` is the weight as the kernels compute. One
-    sum tells whether all weights are finite (an overflow is a false alarm that only costs
-    the exact path)."""
+    (`_pads_multiplied`). `wk` is the weight as the kernels compute. One sum tells whether
+    all weights are finite (an overflow is a false alarm that only costs the exact path)."""
     if not any(p) or np.isfinite(np.add.reduce(wk, axis=None)):
         return False
-    if groups != 1 and not (w.shape[1] == 1 and w.shape[0] == groups):
+    return not _pads_multiplied(x, w, s, p, d, groups)
+
+
+def _pads_multiplied(x, w, s, p, d, groups: int) -> bool:
+    """Whether PyTorch's CPU kernel for this padded convolution multiplies the padding's
+    zeros by the weights (so that a NaN or infinite weight puts NaN where it meets the
+    padding): its own kernels and oneDNN's GEMM-based one do (im2col), oneDNN's direct
+    kernels do not. oneDNN takes a direct kernel (`_onednn_direct`) for most shapes and
+    falls back to its GEMM one for the others."""
+    return not (_onednn(x, w, s, d, groups, False, ()) and
+                _onednn_direct(tuple(x.shape), tuple(w.shape), s, p, d, groups))
+
+
+def _onednn_direct(xs: tuple, ws: tuple, s, p, d, groups: int) -> bool:
+    """Whether oneDNN runs a float32 convolution of input shape `xs` and weight shape `ws`
+    in one of its direct kernels (as on AVX-512 CPUs), not in its GEMM-based one. Groups:
+    one, depthwise (one input and one output channel per group), or per group input and
+    output channels both multiples of 4, or fewer than 4 input channels and a multiple of 8
+    output channels. Padding: less than the (dilated) kernel's extent on every side of every
+    axis, and on the last axis (the width, along which the kernels block the outputs) at
+    most the number of outputs on either side."""
+    cg, og = ws[1], ws[0] // groups
+    if groups != 1 and not (cg == og == 1 or (cg % 4 == 0 and og % 4 == 0) or
+                            (cg < 4 and og % 8 == 0)):
         return False
-    if all(k == 1 for k in w.shape[2:]):
-        return False  # PyTorch multiplies a padded 1x1 kernel's padding at any batch size
-    if x.ndim == 3:  # (`_onednn` judges a 1-D convolution as the 2-D one it runs)
-        x, w = x[:, :, None], w[:, :, None]
-    return _onednn(x, w, s, d, groups, False, ())
+    nd = len(xs) - 2
+    for i in range(nd):
+        ext = (ws[2 + i] - 1) * d[i] + 1
+        out = (xs[2 + i] + 2 * p[i] - ext) // s[i] + 1
+        end = (out - 1) * s[i] + ext - xs[2 + i] - p[i]  # the padding the outputs reach
+        if ext <= p[i] or ext <= end or (i == nd - 1 and max(p[i], end) > out):
+            return False
+    return True
 
 
-def _unread_weights(out, x, w, w4, taps, stride, dilation, groups: int) -> None:
+def _unread_weights(out, x, w, w4, taps, stride, padding, dilation, groups: int) -> None:
     """Where the GEMM left out the kernel offsets that read only padding (all but `taps`,
-    the live rows and columns of `w4`) and PyTorch's kernel is not oneDNN's, PyTorch
-    multiplies those offsets' weights by the padding's zeros too: a NaN or infinite one
-    makes every output of its channel NaN (written into `out`, (n, o, oh, ow)). Checked only
-    then, so oneDNN's shapes (most batches) never read the unread weights."""
-    if x.ndim == 3:  # (`_onednn` judges a 1-D convolution as the 2-D one it runs)
-        x, w = x[:, :, None], w[:, :, None]
-    if _onednn(x, w, stride, dilation, groups, False, ()):
+    the live rows and columns of `w4`) and PyTorch's kernel multiplies the padding
+    (`_pads_multiplied`), a NaN or infinite weight at those offsets makes every output of
+    its channel NaN (written into `out`, (n, o, oh, ow)). Checked only then, so the shapes
+    of oneDNN's direct kernels (most batches) never read the unread weights."""
+    if not _pads_multiplied(x, w, stride, padding, dilation, groups):
         return
     (r0, r1), (c0, c1) = taps
     unread = np.ones(w4.shape[2:], dtype=bool)
@@ -774,6 +798,21 @@ def _unread_weights(out, x, w, w4, taps, stride, dilation, groups: int) -> None:
     bad = ~np.isfinite(w4[:, :, unread]).all(axis=(1, 2))
     if bad.any():
         out[:, bad] = np.nan
+
+
+def _padding_products(out, w4, size, s, p, d) -> None:
+    """NaN into `out` ((n, o, oh, ow), computed without the padding's products) wherever a
+    NaN or infinite weight of `w4` meets the padding: the 2-D convolution of input size
+    `size` as im2col computes it (0 times a non-finite value is NaN)."""
+    bad = ~np.isfinite(w4).all(axis=1)  # (o, kh, kw)
+    hit = np.zeros((w4.shape[0],) + out.shape[2:], dtype=bool)
+    for i, j in zip(*np.nonzero(bad.any(axis=0))):
+        pads = []
+        for ax, t in ((0, i), (1, j)):
+            pos = np.arange(out.shape[2 + ax]) * s[ax] - p[ax] + t * d[ax]
+            pads.append((pos < 0) | (pos >= size[ax]))
+        hit[bad[:, i, j]] |= pads[0][:, None] | pads[1][None, :]
+    out[:, hit] = np.nan
 
 
 def _conv_by_taps(x, w, b, s, p, d, groups, out_sz):
@@ -904,6 +943,12 @@ def _conv_kernel(x, w, b, stride, padding, dilation, transposed, output_padding,
         taps = _taps(x4.shape, (kh, kw), s, p, d, oh, ow)
         out = _conv_native.direct_forward(np.ascontiguousarray(x4), np.ascontiguousarray(w4),
                                           bias, s, p, d, oh, ow, taps)
+        # The direct kernel reads no padding: where PyTorch's multiplies it, a non-finite
+        # weight's products with it are put back (a small weight: the sum is cheap).
+        if out is not None and any(p) and \
+                not np.isfinite(np.add.reduce(w4, axis=None)) and \
+                _pads_multiplied(x, w, stride, padding, dilation, groups):
+            _padding_products(out, w4, x4.shape[2:], s, p, d)
     if out is None:
         multiplied = w4
         if _batch_last(oh, ow):
@@ -929,7 +974,8 @@ def _conv_kernel(x, w, b, stride, padding, dilation, transposed, output_padding,
                 _by_taps(x, w, multiplied, stride, padding, dilation, groups):
             out = _conv_by_taps(x4, w4, bias, s, p, d, groups, (oh, ow))
         elif multiplied is not w4:
-            _unread_weights(out, x, w, w4, ((r0, r1), (c0, c1)), stride, dilation, groups)
+            _unread_weights(out, x, w, w4, ((r0, r1), (c0, c1)), stride, padding, dilation,
+                            groups)
     if one_d:
         out = out[:, :, 0]
     if fmt is None:  # (the paths above give new C-contiguous arrays)
