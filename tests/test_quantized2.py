@@ -201,3 +201,27 @@ def test_inplace_ops_write_through_views():
         base[0].copy_(t["x"][1])
         results.append(_summary(base))
     assert results[0] == results[1]
+
+
+def _equal_pairs(lib) -> list:
+    x = lib.tensor([0.5, 1.0, -1.0])
+    a = lib.quantize_per_tensor(x, 0.1, 0, lib.qint8)
+    e = lib.quantize_per_channel(x.reshape(3, 1), lib.tensor([0.1, 0.1, 0.1]),
+                                 lib.tensor([0, 0, 0]), 0, lib.qint8)
+    return [
+        (a, a.clone()), (a, lib.quantize_per_tensor(x, 0.1, 1, lib.qint8)),
+        (a, lib.quantize_per_tensor(x, 0.2, 0, lib.qint8)),
+        (a, lib.quantize_per_tensor(x, 0.1, 0, lib.quint8)), (a, x), (x, a),
+        (a, lib.quantize_per_tensor(x + 0.01, 0.1, 0, lib.qint8)), (a, e), (e, e.clone()),
+        (e, lib.quantize_per_channel(x.reshape(3, 1), lib.tensor([0.1, 0.1, 0.2]),
+                                     lib.tensor([0, 0, 0]), 0, lib.qint8)),
+        (a, a[:2]), (a[:2], a[1:]),
+    ]
+
+
+def test_equal_of_quantized_tensors_compares_parameters():
+    """`torch.equal` with a quantized tensor: both quantized, one dtype, scheme, shape and
+    parameters, and the same integers (a float tensor never equals a quantized one)."""
+    want = [torch.equal(a, b) for a, b in _equal_pairs(torch)]
+    assert [fusegrad.equal(a, b) for a, b in _equal_pairs(fusegrad)] == want
+    assert want.count(True) == 3  # (the pairs tell the facts apart)

@@ -608,6 +608,19 @@ _NO_RULE: dict = {}
 _KERNELS = globals()
 
 
+def equal(a: Tensor, b: Tensor) -> bool:
+    """`torch.equal` where either tensor is quantized, as PyTorch's: both quantized, with one
+    dtype, scheme, shape and parameters (scale and zero point, or per channel the scales,
+    zero points and axis), and the same integers."""
+    if not (isinstance(a, QuantizedTensor) and isinstance(b, QuantizedTensor)):
+        return False
+    if a._dtype is not b._dtype or a._qscheme is not b._qscheme or a._qaxis != b._qaxis or \
+            tuple(a.shape) != tuple(b.shape):
+        return False
+    return bool(np.array_equal(a._qscale, b._qscale) and np.array_equal(a._qzp, b._qzp) and
+                np.array_equal(a._data, b._data))
+
+
 def pickled_params(t: QuantizedTensor) -> tuple:
     """The quantizer parameters PyTorch's checkpoints give quantized tensor `t`: (scheme,
     scale, zero point) per tensor, (scheme, scales, zero points, axis) per channel."""
