@@ -115,6 +115,10 @@ def _make_fx_codes(fn):
     ("randn", lambda T, x: T.randn(3) * 0 + x),
     ("rand", lambda T, x: x + T.rand(3, 3)),
     ("randn_like", lambda T, x: T.randn_like(x)),
+    ("randint", lambda T, x: x + T.randint(0, 5, (3,))),
+    ("randint_high", lambda T, x: x + T.randint(5, (3, 3), dtype=T.float32)),
+    ("randperm", lambda T, x: x[T.randperm(3)]),
+    ("ones_like_pin_memory", lambda T, x: x + T.ones_like(x, pin_memory=False) * 0),
     ("zeros_requiring_grad", lambda T, x: T.zeros(3, requires_grad=True) + x),
 ])
 def test_random_and_grad_factories_as_torch(name, fn):

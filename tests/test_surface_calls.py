@@ -47,6 +47,9 @@ _CALLS = [
     ("eye.m", [2, 3], {"pin_memory": False}, True),
     ("rand.default", [[2, 2]], {}, False),
     ("randn.default", [[3]], {}, False),
+    ("randint.default", [5, [3]], {}, False),
+    ("randint.low", [2, 5, [2, 2]], {"dtype": "float64", "pin_memory": False}, False),
+    ("randperm.default", [4], {}, False),
     ("zeros_like.default", ["x"], {"pin_memory": False}, True),
     ("ones_like.default", ["x"], {}, True),
     ("empty_like.default", ["x"], {}, False),
@@ -107,7 +110,8 @@ def test_random_calls_draw():
     """The random factories' handles, and dropout's, are kept by dead-code elimination."""
     drawn = {key.split(".")[0] for key, *_ in _CALLS
              if _run(fusegrad, key, *_CALLS[[c[0] for c in _CALLS].index(key)][1:3])[0].draws}
-    assert drawn == {"rand", "randn", "rand_like", "randn_like", "dropout"}
+    assert drawn == {"rand", "randn", "randint", "randperm", "rand_like", "randn_like",
+                     "dropout"}
 
 
 def _factories(lib):

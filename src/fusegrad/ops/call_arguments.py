@@ -81,6 +81,22 @@ def read_random(name: str):
     return read
 
 
+def read_randint(v: dict):
+    if v["generator"] is not None:
+        return None
+    options = _options(v["dtype"], v["dev"])
+    if v["size"] is None:  # (`randint(high, size)`: its high came where low is)
+        return "randint.default", [v["high"], list(v["shape"])], options
+    return "randint.low", [v["low"], v["high"], list(v["shape"])], options
+
+
+def read_randperm(v: dict):
+    if v["generator"] is not None:
+        return None
+    dtype = None if v["dtype"] is _dtype.int64 else v["dtype"]
+    return "randperm.default", [v["n"]], _options(dtype, v["dev"])
+
+
 def _like_options(v: dict) -> dict | None:
     """A `*_like` call's keyword part, None where its result is made in another memory
     order than row-major (a permute of a factory's result, which no one call stands for)."""
@@ -94,8 +110,8 @@ def _like_options(v: dict) -> dict | None:
 
 def read_like(v: dict):
     options = _like_options(v)
-    if options is None or v["kwargs"] or v["args"]:
-        return None
+    if options is None or v["args"] or any(v["kwargs"].get(k) for k in v["kwargs"]):
+        return None  # (only `pin_memory=False` may be among the other keywords)
     return v["fn"].__name__ + "_like.default", [v["input"]], options
 
 

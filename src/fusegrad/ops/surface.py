@@ -364,6 +364,8 @@ ATEN_CALLS: dict[str, AtenCall] = {
     "eye": AtenCall(("default", "m"), _calls.read_eye),
     "rand": AtenCall(("default",), _calls.read_random("rand.default")),
     "randn": AtenCall(("default",), _calls.read_random("randn.default")),
+    "randint": AtenCall(("default", "low"), _calls.read_randint),
+    "randperm": AtenCall(("default",), _calls.read_randperm),
     "zeros_like": AtenCall(("default",), _calls.read_like),
     "ones_like": AtenCall(("default",)),  # (made through zeros_like's code: its reader)
     "empty_like": AtenCall(("default",)),
