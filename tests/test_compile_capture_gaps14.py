@@ -8,21 +8,11 @@
   graph is raised in the program, where the frame's own `try` catches it, holding what the
   generator returned.
 
-Programs take the library and whether to compile and return what they recorded; each is run
-eagerly and compiled under fusegrad (values and printed text must agree); fusegrad's counts
-of graphs and breaks must be torch's, recorded in _TORCH_COUNTS and checked against torch
-where it is installed (the other Pythons run the fusegrad side alone)."""
-
-import importlib
+Programs and tables as `capture_support` describes."""
 
 import pytest
-from capture_support import counted_as_torch, fg, torch
+from capture_support import compile_counted, counts_test, fg, torch
 from program_support import maybe_compile
-
-import fusegrad._dynamo.testing  # noqa: F401
-
-if torch is not None:
-    importlib.import_module("torch._dynamo.testing")
 
 # (unique graphs, graph breaks) torch.compile(backend="eager") gives each program (3.11).
 _TORCH_COUNTS = {
@@ -32,8 +22,6 @@ _TORCH_COUNTS = {
     "send_to_used_up_generator": (1, 0), "used_up_generator_return_value": (1, 0),
     "dunder_next_of_used_up_generator": (1, 0),
 }
-
-_check_as_torch = counted_as_torch(_TORCH_COUNTS)
 
 
 # ---------------------------------------------------------------- property setters
@@ -203,25 +191,15 @@ _PROGRAMS = [module_property_setter, module_setter_of_a_graph_tensor, object_pro
              no_grad_decorated_def, enable_grad_decorated_def, send_to_used_up_generator,
              used_up_generator_return_value, dunder_next_of_used_up_generator]
 
-
-@pytest.mark.parametrize("prog", _PROGRAMS, ids=[p.__name__ for p in _PROGRAMS])
-def test_counts_as_torch(prog):
-    _check_as_torch(prog)
-
-
-def _frames(T, prog) -> int:
-    T._dynamo.reset()
-    counter = T._dynamo.testing.CompileCounter()
-    prog(T, counter)
-    return counter.frame_count
+test_counts_as_torch = counts_test(_PROGRAMS, _TORCH_COUNTS)
 
 
 @pytest.mark.parametrize("prog", [no_grad_decorated_def, enable_grad_decorated_def],
                          ids=["no_grad", "enable_grad"])
 def test_decorated_def_is_one_frame_as_torch(prog):
-    assert _frames(fg, prog) == 1
+    assert compile_counted(fg, prog)[0] == 1
     if torch is not None:
-        assert _frames(torch, prog) == 1
+        assert compile_counted(torch, prog)[0] == 1
 
 
 def test_setter_replaced_after_capture_recaptures():

@@ -10,24 +10,15 @@
 - a `class` statement is one graph break: the class is made for real and capture resumes
   after it (a new class every call: the rest recompiles, as torch's resume function).
 
-Programs take the library and whether to compile and return what they recorded; each is run
-eagerly and compiled under fusegrad (values and printed text must agree); fusegrad's counts
-of graphs and breaks must be torch's, recorded in _TORCH_COUNTS and checked against torch
-where it is installed (the other Pythons run the fusegrad side alone)."""
+Programs and tables as `capture_support` describes."""
 
 import dataclasses
 import functools
-import importlib
 import warnings
 
 import pytest
-from capture_support import counted_as_torch, fg, torch
+from capture_support import compile_counted, counts_test, fg, outcome, torch
 from program_support import maybe_compile
-
-import fusegrad._dynamo.testing  # noqa: F401
-
-if torch is not None:
-    importlib.import_module("torch._dynamo.testing")
 
 # (unique graphs, graph breaks) torch.compile(backend="eager") gives each program (3.11).
 _TORCH_COUNTS = {
@@ -51,8 +42,6 @@ _TORCH_COUNTS = {
     "nonlocal_counter_and_tensor": (1, 0), "zip_unzip_into_dict": (1, 0),
 }
 
-_check_as_torch = counted_as_torch(_TORCH_COUNTS)
-
 
 @pytest.fixture(autouse=True)
 def _grad_mode_restored():
@@ -62,14 +51,6 @@ def _grad_mode_restored():
     for lib in (fg, torch):
         if lib is not None:
             lib.set_grad_enabled(True)
-
-
-def _outcome(run, *args):
-    """What `run(*args)` returns, or its error as (type name, message)."""
-    try:
-        return run(*args)
-    except Exception as e:  # (the program's deliberate error is part of its outcome)
-        return type(e).__name__, str(e)
 
 
 # ---------------------------------------------------------------- exceptions leaving the frame
@@ -82,7 +63,7 @@ def raise_after_tensor_work(T, compiled):
         raise ValueError(f"bad {y.shape}")
 
     x = T.ones(2)
-    return [_outcome(maybe_compile(T, compiled)(f), x), x]
+    return [outcome(maybe_compile(T, compiled)(f), x), x]
 
 
 def _refuse_pairs(t):
@@ -96,7 +77,7 @@ def raise_in_inlined_call(T, compiled):
         return _refuse_pairs(x.sin()) + 1
 
     run = maybe_compile(T, compiled)(f)
-    return [_outcome(run, T.ones(2)), _outcome(run, T.ones(3))]
+    return [outcome(run, T.ones(2)), outcome(run, T.ones(3))]
 
 
 def raise_after_a_break(T, compiled):
@@ -105,7 +86,7 @@ def raise_after_a_break(T, compiled):
         print("before")
         raise KeyError(y.shape[0])
 
-    return _outcome(maybe_compile(T, compiled)(f), T.ones(2))
+    return outcome(maybe_compile(T, compiled)(f), T.ones(2))
 
 
 def raise_on_one_call_only(T, compiled):
@@ -117,8 +98,8 @@ def raise_on_one_call_only(T, compiled):
 
     run = maybe_compile(T, compiled)(f)
     # (the frame is given up on the first call: later calls run eagerly, no graph)
-    return [_outcome(run, T.ones(2), True), _outcome(run, T.ones(2), False),
-            _outcome(run, T.ones(3), False)]
+    return [outcome(run, T.ones(2), True), outcome(run, T.ones(2), False),
+            outcome(run, T.ones(3), False)]
 
 
 def raise_after_a_graph_was_made(T, compiled):
@@ -130,8 +111,8 @@ def raise_after_a_graph_was_made(T, compiled):
 
     run = maybe_compile(T, compiled)(f)
     # (the graph of the first call still serves its inputs; a new size runs eagerly)
-    return [_outcome(run, T.ones(2), False), _outcome(run, T.ones(2), True),
-            _outcome(run, T.ones(2), False), _outcome(run, T.ones(3), False)]
+    return [outcome(run, T.ones(2), False), outcome(run, T.ones(2), True),
+            outcome(run, T.ones(2), False), outcome(run, T.ones(3), False)]
 
 
 # ---------------------------------------------------------------- grad-mode decorators
@@ -361,7 +342,7 @@ def exception_escaping_a_loop(T, compiled):
                 raise ValueError("too long")
         return total
 
-    return _outcome(maybe_compile(T, compiled)(f), [T.ones(2), T.ones(3)])
+    return outcome(maybe_compile(T, compiled)(f), [T.ones(2), T.ones(3)])
 
 
 def exception_through_finally(T, compiled):
@@ -373,7 +354,7 @@ def exception_through_finally(T, compiled):
             log.append(1)
 
     log = []
-    return [_outcome(maybe_compile(T, compiled)(f), T.ones(2), log), log]
+    return [outcome(maybe_compile(T, compiled)(f), T.ones(2), log), log]
 
 
 # ---------------------------------------------------------------- common patterns
@@ -521,21 +502,11 @@ _PROGRAMS = [raise_after_tensor_work, raise_in_inlined_call, raise_after_a_break
              parameter_isinstance, shapes_in_fstrings, module_dict_items, size_arithmetic,
              nonlocal_counter_and_tensor, zip_unzip_into_dict]
 
-
-@pytest.mark.parametrize("prog", _PROGRAMS, ids=[p.__name__ for p in _PROGRAMS])
-def test_counts_as_torch(prog):
-    _check_as_torch(prog, torch_values=prog is not grad_wrapper_raises_into_handler)
+test_counts_as_torch = counts_test(_PROGRAMS, _TORCH_COUNTS,
+                                   own_values=(grad_wrapper_raises_into_handler,))
 
 
 # ---------------------------------------------------------------- op counts
-
-
-def _counted(T, prog) -> tuple:
-    """(frames, ops) CompileCounter counts for one compiled run of `prog`."""
-    T._dynamo.reset()
-    counter = T._dynamo.testing.CompileCounter()
-    prog(T, counter)
-    return counter.frame_count, counter.op_count
 
 
 _TORCH_OPS = {"nested_grad_modes": (1, 5), "enable_grad_while_enabled": (1, 2),
@@ -545,9 +516,9 @@ _TORCH_OPS = {"nested_grad_modes": (1, 5), "enable_grad_while_enabled": (1, 2),
 @pytest.mark.parametrize("name", sorted(_TORCH_OPS))
 def test_op_counts_as_torch(name):
     prog = globals()[name]
-    assert _counted(fg, prog) == _TORCH_OPS[name]
+    assert compile_counted(fg, prog) == _TORCH_OPS[name]
     if torch is not None:
-        assert _counted(torch, prog) == _TORCH_OPS[name]
+        assert compile_counted(torch, prog) == _TORCH_OPS[name]
 
 
 def test_missing_key_handled_per_call():

@@ -8,20 +8,10 @@
   and it and the other ops whose output shape depends on the values break worded as Dynamo's
   ("Dynamic shape operator").
 
-Programs take the library and whether to compile and return what they recorded; each is run
-eagerly and compiled under fusegrad (values and printed text must agree); fusegrad's counts
-of graphs and breaks must be torch's, recorded in _TORCH_COUNTS and checked against torch
-where it is installed (the other Pythons run the fusegrad side alone)."""
-
-import importlib
+Programs and tables as `capture_support` describes."""
 
 import pytest
-from capture_support import counted_as_torch, fg, torch
-
-import fusegrad._dynamo.testing  # noqa: F401
-
-if torch is not None:
-    importlib.import_module("torch._dynamo.testing")
+from capture_support import counts_test, fg, torch
 
 # (unique graphs, graph breaks) torch.compile(backend="eager") gives each program (3.11).
 _TORCH_COUNTS = {
@@ -29,8 +19,6 @@ _TORCH_COUNTS = {
     "limit_hit_after_a_break": (6, 3), "limit_then_a_cached_size": (3, 0),
     "nonzero_then_arithmetic": (2, 2), "nonzero_method_indexed": (2, 2),
 }
-
-_check_as_torch = counted_as_torch(_TORCH_COUNTS)
 
 
 def _scale(x):
@@ -99,10 +87,7 @@ def nonzero_method_indexed(T, compiled):
 _PROGRAMS = [compiled_anew_each_call, alternating_backends, limit_hit_after_a_break,
              limit_then_a_cached_size, nonzero_then_arithmetic, nonzero_method_indexed]
 
-
-@pytest.mark.parametrize("prog", _PROGRAMS, ids=[p.__name__ for p in _PROGRAMS])
-def test_counts_as_torch(prog):
-    _check_as_torch(prog)
+test_counts_as_torch = counts_test(_PROGRAMS, _TORCH_COUNTS)
 
 
 # ---------------------------------------------------------------- counted by backends

@@ -60,9 +60,15 @@ CASES = {
 }
 
 
+# (a limit hit would run the rest eagerly: the compiled code would go untested)
+@pytest.mark.filterwarnings("error:fusegrad.compile.*recompile_limit")
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("name", list(CASES))
 def test_methods_run_on_every_call(name, backend):
+    # Each case compiles its lambda anew under another backend: the recompile limit counts
+    # the graphs of a code object under every compile() of it, so a fresh start per case,
+    # as a torch user must reset between such compiles.
+    torch._dynamo.reset()
     prog = CASES[name]
     compiled = torch.compile(prog, backend=backend)
     c_eager, c_compiled = Counter(), Counter()

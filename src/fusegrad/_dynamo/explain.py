@@ -7,7 +7,9 @@ limit runs eagerly with no break, as in PyTorch.
 `graph_break_count` is PyTorch's `graph_count - 1` (-1 where nothing was captured), or with
 eager fallbacks Dynamo does not have (an unknown opcode, a translator failure) the breaks
 between graphs plus one per fallback. A break inside a loop, whose frame Dynamo also runs
-eagerly, is listed but not counted, as Dynamo counts it.
+eagerly, is listed but not counted, as Dynamo counts it; one inside a call that loop makes is
+listed where the callee's own frame, captured on its own, meets it (as Dynamo lists it), not
+again at the caller's loop.
 """
 
 from __future__ import annotations
@@ -79,7 +81,7 @@ def explain(fn, *extra_args, **extra_kwargs):
                 ops = [n.target for n in detail.graph.nodes if n.op == "call_function"]
                 out.ops_per_graph.append(ops)
                 out.op_count += len(ops)
-            elif event == "break":
+            elif event == "break" and getattr(detail, "listed", True):
                 out.break_reasons.append(detail)
             elif event == "guards":
                 out.out_guards += detail

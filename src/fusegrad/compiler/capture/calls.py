@@ -157,7 +157,8 @@ def _is_fusegrad_function(f) -> bool:
         not isinstance(f, type) and not _is_module(f) and \
         not mod.startswith(("fusegrad.nn.modules", *FOLLOWED_PACKAGES)) and \
         getattr(f, "__code__", None) is not _wrapper_code()  # (a grad-mode wrapper rebuilt
-    # at a graph break, without the wrapped function's `__module__`: inlined as the real one)
+    # at a graph break, without the wrapped function's `__module__`: an inference_mode one
+    # is inlined as the real one, `_rebuilt_grad_wrapper` breaks)
 
 
 def _is_module(obj) -> bool:
@@ -335,7 +336,9 @@ def _grad_mode_decorated(fn: GradModeVariable, args: list, kwargs: dict) -> Vari
     f = arg.value if isinstance(arg, ConstantVariable) else None
     if isinstance(f, types.FunctionType) and arg.source is None and _is_user_function(f) \
             and not f.__code__.co_flags & _NOT_PLAIN:
-        return ConstantVariable(_decorate(factory, f))  # (a function the frame made)
+        wrapper = _decorate(factory, f)  # (a function the frame made)
+        wrapper._fusegrad_made_in_graph = True  # (see `_rebuilt_grad_wrapper`)
+        return ConstantVariable(wrapper)
     if arg is None or not _plain_callable(arg):
         raise Unsupported("calling a GradModeVariable")
     return _wrapper_variable(ConstantVariable(factory), arg)
@@ -390,6 +393,39 @@ def _wrapper_variable(factory: Variable, func: Variable) -> NestedFunctionVariab
     return NestedFunctionVariable(
         code, [CellVariable(cells[name], rebound=False) for name in code.co_freevars],
         None, None, _decorate.__globals__)
+
+
+def _rebuilt_grad_wrapper(f) -> bool:
+    """Whether `f` is a `no_grad()`/`enable_grad()` wrapper that capture made and a graph
+    break rebuilt (`rebuilt_at_break`)."""
+    if not getattr(f, "_fusegrad_rebuilt_at_break", False):
+        return False
+    from ...autograd.grad_mode import enable_grad, no_grad
+
+    cells = dict(zip(f.__code__.co_freevars, f.__closure__ or ()))
+    factory = cells["factory"].cell_contents if "factory" in cells else None
+    return factory is no_grad or factory is enable_grad
+
+
+def is_graph_made_wrapper(v: Variable) -> bool:
+    """Whether `v` is a grad-mode decorators' wrapper the graph made (`_grad_mode_decorated`:
+    for a function the frame made, or `_wrapper_variable`'s)."""
+    if isinstance(v, NestedFunctionVariable):
+        return v.code is _wrapper_code()
+    return isinstance(v, ConstantVariable) and v.source is None and \
+        getattr(v.value, "_fusegrad_made_in_graph", False)
+
+
+def rebuilt_at_break(f: types.FunctionType) -> types.FunctionType:
+    """A new wrapper of `f`'s code, cells and attributes, marked as rebuilt at a graph break:
+    Dynamo rebuilds such a wrapper around the mode's context object, whose copying it never
+    traces, so a later call of it is a graph break (`_rebuilt_grad_wrapper`)."""
+    rebuilt = types.FunctionType(f.__code__, f.__globals__, f.__name__, f.__defaults__,
+                                 f.__closure__)
+    rebuilt.__dict__.update(f.__dict__)
+    rebuilt.__qualname__ = f.__qualname__
+    rebuilt._fusegrad_rebuilt_at_break = True
+    return rebuilt
 
 
 def _plain_function():
@@ -513,6 +549,13 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
     f = fn.value
     if getattr(f, "_fusegrad_disabled", False):
         raise Unsupported(f"{getattr(f, '__qualname__', f)} is marked compiler.disable")
+    if _rebuilt_grad_wrapper(f):
+        # (the call runs for real: its wrapped function captured on its own frame, as
+        # `_captured_callee` runs a grad-mode wrapper)
+        from ...autograd import grad_mode
+
+        raise Unsupported("calling a no_grad()/enable_grad() wrapper rebuilt at a graph break",
+                          reason=reasons.skipped("set_grad_enabled.clone", grad_mode.__file__))
     if getattr(f, "_fusegrad_graph_break", False):  # the program asks for a break here
         message = _graph_break_message(args, kwargs)
         raise Unsupported("graph_break() called" + (f": {message}" if message else ""),

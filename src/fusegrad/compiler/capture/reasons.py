@@ -94,6 +94,16 @@ def builtin(f, args: list, kwargs: dict) -> str | None:
             "  Hint: Please report an issue to PyTorch.")
 
 
+def skipped(qualname: str, filename: str) -> str:
+    """A call into a library function Dynamo never traces (`qualname`, defined in
+    `filename`)."""
+    return ("Attempted to call function marked as skipped\n"
+            "  Explanation: Dynamo developers have intentionally marked that the function "
+            f"`{qualname}` in file `{filename}` should not be traced.\n"
+            f"  Hint: Avoid calling the function `{qualname}`.\n"
+            "  Hint: Please file an issue to PyTorch.")
+
+
 def _type_name(v: Variable) -> str:
     """The type Dynamo names for an argument: `Tensor`, or the Python value's type."""
     if isinstance(v, TensorVariable):

@@ -57,7 +57,7 @@ from .builder import (
     restore_sdpa,
     sdpa_state,
 )
-from .calls import _in_package, _is_module
+from .calls import _in_package, _is_module, is_graph_made_wrapper, rebuilt_at_break
 from .dynamic import DynamicPolicy
 from .exceptions import Raised, catch_warnings_break, exception_entries
 from .frame_filter import frame_holds_tensors
@@ -729,6 +729,11 @@ class FrameRunner:
                     # break counted): `explain` counts this fallback as it does.
                     record.in_loop = where in ("inside a loop", "inside a try block") or \
                         getattr(e, "skips_frame", False)
+                    # A break inside a call the loop makes, not counted here, is the
+                    # callee's: its own frame, captured on its own, lists it at each capture
+                    # (none past its recompile limit), as Dynamo lists it: `explain` leaves
+                    # this record out.
+                    record.listed = not (where == "inside a loop" and inner and not counted)
                     self.history.append(("break", record))
                     seg = Segment(start, "eager", reason=str(e), line=line)
                     if where == "inside a loop" and self._loop_break_guarded(start, L, inner):
@@ -743,6 +748,7 @@ class FrameRunner:
                 seg = Segment(start, "break", offset=inst.offset, kw_names=before_kw,
                               reason=str(e), line=line)
                 outputs = _Outputs(builder)
+                outputs.at_break = True
                 try:
                     seg.stack = [_spec(v, outputs) for v in before_stack]
                     seg.locals = {k: _spec(v, outputs) for k, v in before_locals.items()}
@@ -1057,6 +1063,7 @@ class _Outputs:
         self.nodes: list = []
         self.index: dict = {}
         self.aliases: dict = {}  # id of a mutable container variable -> its number
+        self.at_break = False  # (the frame's state at a graph break, not a returned value)
 
     def add(self, node) -> int:
         k = self.index.get(node)
@@ -1079,6 +1086,15 @@ def _spec(v, outputs: _Outputs):
     return _spec_value(v, outputs)
 
 
+def _spec_function(v: NestedFunctionVariable, outputs: _Outputs):
+    """How to rebuild function variable `v`: a new function of its code, its cells the
+    frame's, as MAKE_FUNCTION makes it on every call (a comprehension's function on the
+    stack at a break inside it, a grad-mode wrapper)."""
+    return ("function", v.code, v.f_globals, [_spec(c, outputs) for c in v.closure],
+            None if v.defaults is None else _spec(v.defaults, outputs),
+            None if v.kwdefaults is None else _spec(v.kwdefaults, outputs))
+
+
 def _store_spec(name, v, outputs: _Outputs):
     """How to rebuild the value a recorded store sets: for the items of a list from outside
     (`ListContents`), a new list of the items its variable holds at the end of the segment
@@ -1091,6 +1107,12 @@ def _store_spec(name, v, outputs: _Outputs):
 
 
 def _spec_value(v, outputs: _Outputs):
+    if outputs.at_break and is_graph_made_wrapper(v):
+        # A grad-mode wrapper made in the graph, live at a break: rebuilt marked, as Dynamo's
+        # rebuilt one breaks where it is called (`calls.rebuilt_at_break`).
+        made = ("const", v.value) if isinstance(v, ConstantVariable) else \
+            _spec_function(v, outputs)
+        return ("named", rebuilt_at_break, [made])
     if isinstance(v, TensorVariable):
         if v.node.op == "placeholder":
             return ("source", v.node.meta["source"])
@@ -1144,11 +1166,7 @@ def _spec_value(v, outputs: _Outputs):
     if isinstance(v, IteratorVariable):
         return ("iter", [_spec(i, outputs) for i in v.items[v.index:]])
     if isinstance(v, NestedFunctionVariable):
-        # (a comprehension's function on the stack at a break inside it: a new function of
-        # its code, its cells the frame's, as MAKE_FUNCTION makes it on every call)
-        return ("function", v.code, v.f_globals, [_spec(c, outputs) for c in v.closure],
-                None if v.defaults is None else _spec(v.defaults, outputs),
-                None if v.kwdefaults is None else _spec(v.kwdefaults, outputs))
+        return _spec_function(v, outputs)
     if isinstance(v, BoundFunctionVariable):  # a method of a value the graph rebuilt
         return ("bound", v.func, _spec(v.obj, outputs))
     if isinstance(v, PartialVariable) and v.source is not None:  # read from the frame
