@@ -66,6 +66,20 @@ def compile_counted(T, prog) -> tuple:
     return counter.frame_count, counter.op_count
 
 
+def op_counts_test(programs: dict, counts: dict):
+    """A test, one case per name of `counts`, that the program of that name in `programs`
+    (a test module's globals) gives its (frames, ops) under a `CompileCounter`, fusegrad's
+    and, under Python 3.11, torch's."""
+    @pytest.mark.parametrize("name", sorted(counts))
+    def test_op_counts_as_torch(name):
+        prog = programs[name]
+        assert compile_counted(fg, prog) == counts[name]
+        if torch is not None:
+            assert compile_counted(torch, prog) == counts[name]
+
+    return test_op_counts_as_torch
+
+
 def outcome(run, *args):
     """What `run(*args)` returns, or its error as (type name, message)."""
     try:

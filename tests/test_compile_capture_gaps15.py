@@ -17,7 +17,7 @@ import functools
 import warnings
 
 import pytest
-from capture_support import compile_counted, counts_test, fg, outcome, torch
+from capture_support import counts_test, fg, op_counts_test, outcome, torch
 from program_support import maybe_compile
 
 # (unique graphs, graph breaks) torch.compile(backend="eager") gives each program (3.11).
@@ -512,13 +512,7 @@ test_counts_as_torch = counts_test(_PROGRAMS, _TORCH_COUNTS,
 _TORCH_OPS = {"nested_grad_modes": (1, 5), "enable_grad_while_enabled": (1, 2),
               "no_grad_def_over_a_tensor": (1, 5), "no_grad_of_a_function_argument": (1, 4)}
 
-
-@pytest.mark.parametrize("name", sorted(_TORCH_OPS))
-def test_op_counts_as_torch(name):
-    prog = globals()[name]
-    assert compile_counted(fg, prog) == _TORCH_OPS[name]
-    if torch is not None:
-        assert compile_counted(torch, prog) == _TORCH_OPS[name]
+test_op_counts_as_torch = op_counts_test(globals(), _TORCH_OPS)
 
 
 def test_missing_key_handled_per_call():

@@ -15,8 +15,7 @@ Programs and tables as `capture_support` describes."""
 
 import warnings
 
-import pytest
-from capture_support import compile_counted, counts_test, fg, torch
+from capture_support import counts_test, fg, op_counts_test, torch
 from program_support import maybe_compile
 
 # (unique graphs, graph breaks) torch.compile(backend="eager") gives each program (3.11).
@@ -176,13 +175,7 @@ _TORCH_OPS = {"no_grad_lambda_called_after_a_break": (3, 5),
               "rebuilt_wrapper_called_twice": (4, 4), "wrapper_returned_after_a_break": (2, 2),
               "wrapper_returned_without_a_break": (1, 4)}
 
-
-@pytest.mark.parametrize("name", sorted(_TORCH_OPS))
-def test_op_counts_as_torch(name):
-    prog = globals()[name]
-    assert compile_counted(fg, prog) == _TORCH_OPS[name]
-    if torch is not None:
-        assert compile_counted(torch, prog) == _TORCH_OPS[name]
+test_op_counts_as_torch = op_counts_test(globals(), _TORCH_OPS)
 
 
 def test_break_at_the_rebuilt_wrapper_worded_as_torch():

@@ -34,6 +34,7 @@ def _close(a, b) -> None:
 def _run(fn, shapes, **options):
     """Compile `fn`, call it on random inputs of each shape (a tuple of shapes per call for
     several arguments), compare with eager; returns the backend."""
+    fusegrad._dynamo.reset()  # (each case from a fresh recompile limit, as a user's)
     backend = Counter()
     compiled = fusegrad.compile(fn, backend=backend, **options)
     fusegrad.manual_seed(0)

@@ -100,6 +100,8 @@ class _AddBias:
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_user_hook_objects(backend):
+    torch._dynamo.reset()  # (the modules' code compiled by earlier cases: a fresh limit)
+
     def build():
         m = _model(3)
         pre, post = _Scale(0.5), _AddBias(torch.arange(3.0))
