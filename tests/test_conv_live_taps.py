@@ -8,20 +8,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from conv_support import conv_step
 
 import fusegrad
 from fusegrad.ops import conv as conv_ops
-
-
-def _step(lib, x, w, b, **kw):
-    xt = lib.tensor(x, requires_grad=True)
-    wt = lib.tensor(w, requires_grad=True)
-    bt = lib.tensor(b, requires_grad=True)
-    y = lib.nn.functional.conv2d(xt, wt, bt, **kw)
-    gy = np.linspace(-1.0, 1.0, int(np.prod(y.shape)), dtype=np.float32).reshape(y.shape)
-    y.backward(lib.tensor(gy))
-    return [np.array(t.detach().numpy()) for t in (y, xt.grad, wt.grad, bt.grad)]
-
 
 CASES = [  # (input shape, weight shape, conv2d keywords)
     ((8, 16, 1, 1), (24, 16, 3, 3), {"padding": 1}),                    # one live offset
@@ -40,8 +30,8 @@ def test_convolution_with_padding_only_offsets_matches_torch(xs, ws, kw):
     x = rng.standard_normal(xs).astype(np.float32)
     w = rng.standard_normal(ws).astype(np.float32)
     b = rng.standard_normal(ws[0]).astype(np.float32)
-    got = _step(fusegrad, x, w, b, **kw)
-    ref = _step(torch, x, w, b, **kw)
+    got = conv_step(fusegrad, x, w, b, **kw)
+    ref = conv_step(torch, x, w, b, **kw)
     for a, r in zip(got, ref):
         assert a.shape == r.shape
         np.testing.assert_allclose(a, r, rtol=1e-4, atol=1e-5 * max(np.abs(r).max(), 1.0))
@@ -73,9 +63,9 @@ def test_padding_only_offsets_with_two_threads_are_bit_identical_to_one():
     before = fusegrad.get_num_threads()
     try:
         fusegrad.set_num_threads(1)
-        one = _step(fusegrad, x, w, b, padding=1)
+        one = conv_step(fusegrad, x, w, b, padding=1)
         fusegrad.set_num_threads(2)
-        two = _step(fusegrad, x, w, b, padding=1)
+        two = conv_step(fusegrad, x, w, b, padding=1)
     finally:
         fusegrad.set_num_threads(before)
     for a, c in zip(one, two):
@@ -106,8 +96,8 @@ def test_non_finite_weights_at_padding_only_offsets_multiply_nothing(dead, live,
 
     monkeypatch.setattr(conv_ops, "_by_taps", recorded)
     b = np.zeros(6, np.float32)
-    got = _step(fusegrad, x, w, b, padding=1)
-    want = _step(torch, x, w, b, padding=1)
+    got = conv_step(fusegrad, x, w, b, padding=1)
+    want = conv_step(torch, x, w, b, padding=1)
     for g, r in zip(got, want):
         np.testing.assert_allclose(g, r, rtol=1e-5, atol=1e-6)
     assert summed == ([6 * 8] if live else [])  # the centre offset's weights only

@@ -1,7 +1,8 @@
-"""In-place add_/sub_/mul_/div_ write their commonest cases straight into `self`: values,
-bits, dtypes, version counters, autograd and errors as PyTorch's, on that path and at its
-edges (broadcast operands, integer and half tensors, non-contiguous and overlapping views,
-leaves that require grad, `alpha`)."""
+"""In-place add_/sub_/mul_/div_, relu_, clamp_, zero_ and copy_ write their commonest cases
+straight into `self` (their registry entries' `write_into`): values, bits, dtypes, version
+counters, autograd and errors as PyTorch's, on that path and at its edges (broadcast
+operands, in C along runs of `self` too, integer and half tensors, non-contiguous and
+overlapping views, leaves that require grad, `alpha`)."""
 
 import numpy as np
 import pytest
@@ -107,6 +108,27 @@ CASES = {
     "zero_ a row": lambda L: (lambda a: [a[1].zero_(), a])(_data(L, (3, 4))),
     "zero_ an expanded tensor": lambda L: (lambda e: [e.zero_(), e])(_data(L, (4,)).expand(3, 4)),
     "zero_ int8": lambda L: [L.tensor([1, -2], dtype=L.int8).zero_()],
+    "clamp_ float32 between wide bounds": lambda L: [
+        _data(L, (3, 4)).mul_(1e30).clamp_(-1e9, 3.4e38)],
+    "clamp_ float32 past float32 (error)": lambda L: [_data(L, (3, 4)).clamp_(-1, 1e39)],
+    "clamp_ float32 nan bound": lambda L: [_data(L, (3, 4)).clamp_(float("nan"), 1)],
+    "relu_": lambda L: [L.tensor([-1.0, -0.0, 0.0, float("nan"), float("-inf"), 2.0]).relu_()],
+    "relu_ float64 transposed view": lambda L: (lambda a: [a.t().relu_(), a])(
+        _data(L, (3, 4), "float64")),
+    "relu_ int64": lambda L: [L.tensor([-3, 0, 5]).relu_()],
+    "relu_ float16": lambda L: [_data(L, (5,), "float16").relu_()],
+    "relu_ bool (error)": lambda L: [L.tensor([True, False]).relu_()],
+    "relu_ expanded self (error)": lambda L: [_data(L, (4,)).expand(3, 4).relu_()],
+    "relu_ row of an expanded tensor": lambda L: (lambda e: [e[0].relu_(), e])(
+        _data(L, (4,)).expand(3, 4)),
+    "add_ a contiguous piece of self over its runs (error)": lambda L: (lambda a: [
+        a.add_(a.view(-1)[:16].view(16, 1, 1))])(_data(L, (4, 16, 4, 5))),
+    "add_ b broadcast over runs past self (error)": lambda L: [
+        _data(L, (16, 4, 5)).add_(_data(L, (2, 16, 1, 1), seed=1))],
+    "add_ b over runs of float64 into float32": lambda L: [
+        _data(L, (4, 16, 4, 5)).add_(_data(L, (16, 1, 1), "float64", 1))],
+    "mul_ b over runs of a non-contiguous self": lambda L: (lambda a: [
+        a.transpose(2, 3).mul_(_data(L, (16, 1, 1), seed=1)), a])(_data(L, (4, 16, 4, 5))),
 }
 
 
@@ -249,7 +271,8 @@ def test_clamp_between_numbers_has_torchs_bits(n, dtype, native, threads):
     fusegrad.set_num_threads(threads)
     try:
         with _native.native_kernels(native):
-            for lo, hi in ((-1, 1.0), (0.0, None), (None, 0.5), (2.0, -2.0), (-0.0, 0.0)):
+            for lo, hi in ((-1, 1.0), (0.0, None), (None, 0.5), (2.0, -2.0), (-0.0, 0.0),
+                           (70000.5, None), (-1e9, 3e38)):
                 f, t = fusegrad.tensor(a), torch.tensor(a)
                 fresh = fusegrad.clamp(f, lo, hi).numpy()
                 got, want = f.clamp_(lo, hi), t.clamp_(lo, hi)
@@ -257,5 +280,107 @@ def test_clamp_between_numbers_has_torchs_bits(n, dtype, native, threads):
                                               want.numpy().view(np.uint8))
                 np.testing.assert_array_equal(fresh.view(np.uint8), want.numpy().view(np.uint8))
                 assert f._version == t._version
+    finally:
+        fusegrad.set_num_threads(before)
+
+
+def test_in_place_writers_belong_to_in_place_ops():
+    """`write_into` writes into an op's first argument: only in-place ops declare one."""
+    from fusegrad.ops.registry import REGISTRY
+
+    writers = sorted(name for name, op in REGISTRY.items() if op.write_into is not None)
+    assert {"add_.Tensor", "sub_.Tensor", "mul_.Tensor", "div_.Tensor", "relu_", "clamp_",
+            "zero_", "copy_"} <= set(writers)
+    assert all(REGISTRY[name].inplace for name in writers), writers
+
+
+def _specials(rng, shape, dtype, divisor=False):
+    """Random values of `shape` with NaN, infinities, signed zeros and (for a divisor) zeros
+    among them."""
+    v = rng.standard_normal(shape).astype(dtype).reshape(-1)
+    special = [np.nan, np.inf, -np.inf, -0.0, 0.0, 1e-30] if not divisor else \
+        [0.0, -0.0, np.nan, np.inf, 1e-30]
+    v[:len(special)] = special[:v.size]
+    rng.shuffle(v)
+    return v.reshape(shape)
+
+
+# A (N, C, H, W) `self` of 4 x 16 x 16 x 17 values (work enough to share between threads),
+# and operands broadcast along its runs (a bias per channel, per sample, per row...), or in
+# ways NumPy computes (rows, dims apart).
+RUN_SHAPES = [(16, 1, 1), (1, 16, 1, 1), (4, 1, 1, 1), (16, 16, 1), (4, 16, 1, 1), (17,),
+              (16, 1, 17), (1, 1, 1)]
+
+
+@pytest.mark.parametrize("shape_b", RUN_SHAPES)
+@pytest.mark.parametrize("native, threads", [(True, 1), (True, 2), (False, 1)])
+def test_operand_broadcast_along_runs_has_torchs_bits(shape_b, native, threads):
+    """add_/sub_/mul_/div_ of an operand broadcast along runs of `self` (in C, `a OP b` per
+    value): torch's bits and versions, NaN, infinities and signed zeros included, in float32
+    and float64, recorded or not, at one and two threads and with the C kernels off."""
+    from fusegrad.ops import _native
+
+    rng = np.random.default_rng(len(shape_b))
+    before = fusegrad.get_num_threads()
+    fusegrad.set_num_threads(threads)
+    try:
+        with _native.native_kernels(native):
+            for dtype in ("float32", "float64"):
+                a = _specials(rng, (4, 16, 16, 17), dtype)
+                for op in ("add_", "sub_", "mul_", "div_"):
+                    b = _specials(rng, shape_b, dtype, divisor=op == "div_")
+                    f, t = fusegrad.tensor(a), torch.tensor(a)
+                    got, want = getattr(f, op)(fusegrad.tensor(b)), getattr(t, op)(
+                        torch.tensor(b))
+                    assert got.numpy().tobytes() == want.numpy().tobytes(), (op, dtype)
+                    assert f._version == t._version == 1
+    finally:
+        fusegrad.set_num_threads(before)
+
+
+def _recorded_runs_case(L):
+    x = L.tensor(np.linspace(-2, 2, 4 * 16 * 5 * 4, dtype=np.float32).reshape(4, 16, 5, 4),
+                 requires_grad=True)
+    b = L.tensor(np.linspace(-1, 1, 16, dtype=np.float32).reshape(16, 1, 1),
+                 requires_grad=True)
+    y = x * 1.5
+    y.add_(b).relu_()
+    names = [y.grad_fn.name(), y.grad_fn.next_functions[0][0].name()]
+    (y * y).sum().backward()
+    return names, y._version, y.detach().numpy().tobytes(), x.grad.numpy(), b.grad.numpy()
+
+
+def test_recorded_add_along_runs_then_relu_as_torch():
+    """add_ of a bias per channel, then relu_, on a recorded tensor: one node each, the
+    version and the values bit for bit as torch's, both gradients as torch's (the bias's is
+    a sum, in an order of its own)."""
+    got, want = _recorded_runs_case(fusegrad), _recorded_runs_case(torch)
+    assert got[:3] == want[:3]
+    np.testing.assert_array_equal(got[3], want[3])
+    np.testing.assert_allclose(got[4], want[4], rtol=1e-6)
+
+
+@pytest.mark.parametrize("n", [10, 1027, (1 << 14) + 8, (1 << 15) + 40])
+@pytest.mark.parametrize("native, threads", [(True, 1), (True, 2), (False, 1)])
+def test_relu_in_place_has_torchs_bits(n, native, threads):
+    """relu_ written in place at every size relu's kernel takes its own way (a scalar loop,
+    a block of zeros, rows of it, C): torch's bits (NaN passes, -0.0 stays) and versions,
+    contiguous and strided, in float32 and float64, at one and two threads and with the C
+    kernels off."""
+    from fusegrad.ops import _native
+
+    rng = np.random.default_rng(n)
+    before = fusegrad.get_num_threads()
+    fusegrad.set_num_threads(threads)
+    try:
+        with _native.native_kernels(native):
+            for dtype in ("float32", "float64"):
+                a = _specials(rng, (n,), dtype)
+                for view in (lambda x: x, lambda x: x[::2]):
+                    f, t = fusegrad.tensor(a), torch.tensor(a)
+                    got, want = view(f).relu_(), view(t).relu_()
+                    assert got.numpy().tobytes() == want.numpy().tobytes(), (n, dtype)
+                    assert f.numpy().tobytes() == t.numpy().tobytes()
+                    assert f._version == t._version == 1
     finally:
         fusegrad.set_num_threads(before)

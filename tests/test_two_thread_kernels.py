@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from conv_support import conv_step
 
 import fusegrad
 from fusegrad.ops import _native
@@ -20,16 +21,6 @@ CASES = [  # (input shape, weight shape, conv2d keywords)
     ((8, 32, 1, 1), (32, 16, 3, 3), {"padding": 1, "groups": 2}),
     ((4, 64, 2, 2), (64, 64, 3, 3), {"padding": 1}),      # every offset live, few outputs
 ]
-
-
-def _step(lib, x, w, b, **kw):
-    xt = lib.tensor(x, requires_grad=True)
-    wt = lib.tensor(w, requires_grad=True)
-    bt = lib.tensor(b, requires_grad=True)
-    y = lib.nn.functional.conv2d(xt, wt, bt, **kw)
-    gy = np.linspace(-1.0, 1.0, int(np.prod(y.shape)), dtype=np.float32).reshape(y.shape)
-    y.backward(lib.tensor(gy))
-    return [np.array(t.detach().numpy()) for t in (y, xt.grad, wt.grad, bt.grad)]
 
 
 def _data(xs, ws):
@@ -44,8 +35,8 @@ def _data(xs, ws):
 def test_deep_layer_convolution_matches_torch(xs, ws, kw, native):
     x, w, b = _data(xs, ws)
     with _native.native_kernels(native):
-        got = _step(fusegrad, x, w, b, **kw)
-    ref = _step(torch, x, w, b, **kw)
+        got = conv_step(fusegrad, x, w, b, **kw)
+    ref = conv_step(torch, x, w, b, **kw)
     for a, r in zip(got, ref, strict=True):
         np.testing.assert_allclose(a, r, rtol=1e-4, atol=1e-4 * np.abs(r).max())
 
@@ -54,7 +45,7 @@ def test_deep_layer_convolution_matches_torch(xs, ws, kw, native):
 def test_deep_layer_convolution_at_two_threads_has_one_threads_bits(same_at_two_threads, xs,
                                                                      ws, kw):
     x, w, b = _data(xs, ws)
-    same_at_two_threads(lambda: _step(fusegrad, x, w, b, **kw))
+    same_at_two_threads(lambda: conv_step(fusegrad, x, w, b, **kw))
 
 
 def test_one_live_offset_is_multiplied_where_it_lies():

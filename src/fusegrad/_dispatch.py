@@ -335,11 +335,11 @@ def _inplace(op, args, raw):
     if op.metadata_only:
         return _inplace_metadata(op, args, raw)
     dst = self._data
-    kernel = op.kernel
-    write_into = getattr(kernel, "write_into", None)
-    # The kernel's result written straight into `self` where its kernel can (`write_into`):
-    # not when the derivative needs `self` as it was, nor where an input partially overlaps
-    # `self` or `self`'s elements share memory (the general path's errors and writes).
+    write_into = op.write_into
+    # The kernel's result written straight into `self` where the op's writer can
+    # (`OpDef.write_into`): not when the derivative needs `self` as it was, nor where an
+    # input partially overlaps `self` or `self`'s elements share memory (the general path's
+    # errors and writes).
     if write_into is not None and not (record and op.saves_self_before_write) and \
             dst.__class__ is _ndarray and (dst.flags.c_contiguous or not _internal_overlap(dst)) \
             and not _any_partial_overlap(dst, raw) and write_into(*raw):
@@ -349,7 +349,7 @@ def _inplace(op, args, raw):
             self._vc[0] += 1
         return self
     try:
-        value = kernel(*raw)
+        value = op.kernel(*raw)
     except (ValueError, IndexError, TypeError):
         if (error := _inplace_failure(op, args, dst.shape)) is not None:
             raise error from None  # (PyTorch's message, without NumPy's error as context)

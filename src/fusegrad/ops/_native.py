@@ -275,6 +275,24 @@ def elementwise(family: str, name: str, arrays: tuple, scalars: tuple = (),
     return out
 
 
+def run_elementwise(fn, arrays: tuple, scalars: tuple = (), minimum: int = 0) -> bool:
+    """Flat elementwise C function `fn` (from `function` or `typed`; None while kernels are
+    off) run as `fn(*addresses of arrays, start, stop, *scalars)` over the values of
+    `arrays[0]`, the ranges shared by the C workers: `arrays` are its operands and result
+    (the result may be an operand: in place), all of `arrays[0]`'s shape, then any arrays of
+    parameters (a scale, bounds). False, having run nothing, where `fn` is None, where
+    `arrays[0]` holds fewer than `minimum` values (below it NumPy's call costs less than
+    ctypes') or an array is not C-contiguous."""
+    n = arrays[0].size
+    if fn is None or n < minimum:
+        return False
+    for x in arrays:
+        if not x.flags.c_contiguous:
+            return False
+    run_pieces(fn, tuple(map(address, arrays)), scalars, n, n)
+    return True
+
+
 def _iterator_empty(arrays: tuple) -> np.ndarray:
     """A new array of the same-shaped `arrays`' shape and dtype, laid out as TensorIterator
     lays out an elementwise result over them (`_shapes.iterator_strides`)."""

@@ -96,17 +96,10 @@ def _axpy_native(a, b, alpha, out) -> bool:
     (`out` may be `a`); False, having written nothing, otherwise or while native kernels
     are off. The same bits as the float64 path's single rounding of the exact product's sum
     (fused multiply-add)."""
-    n = a.size
-    if n < AXPY_NATIVE_MIN or a.shape != b.shape or not (
-            a.flags.c_contiguous and b.flags.c_contiguous and out.flags.c_contiguous):
+    if a.shape != b.shape or a.size < AXPY_NATIVE_MIN:
         return False
-    fn = _native.function("pointwise", "axpy_f32", "ppppii")
-    if fn is None:
-        return False
-    scale = np.array([alpha], _F32)
-    address = _native.address
-    _native.run_pieces(fn, (address(a), address(b), address(out), address(scale)), (), n, n)
-    return True
+    return _native.run_elementwise(_native.function("pointwise", "axpy_f32", "ppppii"),
+                                   (a, b, out, np.array([alpha], _F32)))
 
 
 def alpha_refusal(dt: _dtype.dtype, alpha) -> str | None:
@@ -605,32 +598,119 @@ _I64 = np.dtype(np.int64)
 _I64_MIN, _I64_MAX = -2 ** 63, 2 ** 63 - 1
 
 
+def float_writer_operands(a, operands: tuple, arrays: bool = True) -> bool:
+    """Whether an in-place writer (`OpDef.write_into`) computes on `a` and `operands` as
+    they are: `a` a writable float32/float64 array; each operand None, a Python float or int
+    (not a bool, nor a subclass, whose checks are the kernel's) or, with `arrays`, an array
+    of `a`'s dtype. Anything else is left to the kernel's checks and dispatch's general
+    path (a read-only `a` included: written there through an alias, as PyTorch writes)."""
+    dt = a.dtype
+    if not (dt is _F32 or dt is _F64) or not a.flags.writeable:
+        return False
+    for v in operands:
+        cls = v.__class__
+        if not (cls is float or cls is int or v is None or (
+                arrays and cls is _ndarray and v.dtype is dt)):
+            return False
+    return True
+
+
+# Binary ops whose in-place form takes an operand broadcast along whole runs of `self` in C
+# (`pointwise.c`'s `<name>_runs`): a bias per channel, `x.add_(b)` with `b` of shape
+# (C, 1, 1) on (N, C, H, W), is one short NumPy loop per run (32 x 64 runs of 64 values:
+# ~33 us, torch's ~10; ~16 us in C). From this many values of `self`: below it NumPy's call
+# costs less than ctypes'.
+_RUNS = {np.add: "add_runs", np.subtract: "sub_runs", np.multiply: "mul_runs",
+         np.true_divide: "div_runs"}
+RUNS_NATIVE_MIN = 1024
+# (a's shape, b's shape) -> `_runs_layout`'s answer: a model meets a few pairs.
+_run_layouts: dict = {}
+
+
+def _runs_layout(shape: tuple, other: tuple) -> tuple[int, int] | None:
+    """`(mid, inner)` where an array of shape `other` broadcast to `shape` holds one value
+    per run of `inner` > 1 consecutive values of a C-contiguous array of that shape, run `u`
+    taking value `u % mid` (its dims other than 1 are one block of `shape`'s dims, followed
+    by dims where it is 1); None for any other broadcast."""
+    off = len(shape) - len(other)
+    dims = [i for i, d in enumerate(other) if d != 1]
+    if off < 0 or not dims:
+        return None
+    first, last = dims[0], dims[-1]
+    for i in range(first, last + 1):
+        if other[i] != shape[off + i]:
+            return None
+    inner = 1
+    for d in shape[off + last + 1:]:
+        inner *= d
+    if inner < 2:  # (a row broadcast over rows: NumPy's loop runs over whole rows)
+        return None
+    mid = 1
+    for d in other:
+        mid *= d
+    return mid, inner
+
+
+def _runs_native(name: str, a, b) -> bool:
+    """`a = a OP b` in C (`pointwise.c`'s `<name>_f32`/`_f64`: `add_runs`, ...) for a
+    C-contiguous float32/float64 `a` and a C-contiguous `b` of its dtype that `_runs_layout`
+    takes; False, having written nothing, otherwise or while native kernels are off. Each
+    value one IEEE operation, `a`'s value first, as NumPy's loop computes it. (The caller
+    tests that `a` holds `RUNS_NATIVE_MIN` values: below it NumPy's call costs less.)"""
+    if not (a.flags.c_contiguous and b.flags.c_contiguous):
+        return False
+    key = (a.shape, b.shape)
+    layout = _run_layouts.get(key, _run_layouts)  # (the dict itself: not found yet)
+    if layout is _run_layouts:
+        if len(_run_layouts) > 256:
+            _run_layouts.clear()
+        layout = _run_layouts[key] = _runs_layout(a.shape, b.shape)
+    if layout is None:
+        return False
+    fn = _native.typed("pointwise", name, a.dtype, "pppiiii")
+    if fn is None:
+        return False
+    address = _native.address
+    dst = address(a)
+    n = a.size
+    _native.run_pieces(fn, (dst, address(b), dst), layout, n // layout[1], n)
+    return True
+
+
 def direct_writer(ufunc, *, int64: bool = True, fused_alpha: bool = False):
-    """`write_into(a, b[, alpha])` for the kernel of `ufunc`'s op (`_add_kernel`'s,
-    `binary_kernel`'s): writes the kernel's result straight into `a` and returns True where
-    the kernel computes it with one call of `ufunc` in `a`'s dtype, so that the result is
-    bit for bit what the kernel's would be (NumPy computes an output that overlaps an input
-    as if the input had been copied first); returns False, having written nothing, for any
-    other case (dispatch then computes the result and copies it in). `a`: float32/float64
-    with a Python number or an array of its dtype; int64 with a Python int in its range
-    (`int64`: the op keeps integers integral; both wrap alike); with `fused_alpha`, float32
-    arrays and an `alpha` (add/sub's fused multiply-add through float64, rounded once)."""
+    """`write_into(a, b[, alpha])` for the in-place form of `ufunc`'s op (over
+    `_add_kernel`, `binary_kernel`): writes the kernel's result straight into `a` and
+    returns True where the kernel computes it with one `ufunc` operation per value in `a`'s
+    dtype, so that the result is bit for bit what the kernel's would be (NumPy computes an
+    output that overlaps an input as if the input had been copied first); returns False,
+    having written nothing, for any other case (dispatch then computes the result and
+    copies it in). `a`: float32/float64 with a Python number or an array of its dtype
+    (`float_writer_operands`; broadcast along runs of `a` in C, `_runs_native`); int64 with
+    a Python int in its range (`int64`: the op keeps integers integral; both wrap alike);
+    with `fused_alpha`, float32 arrays and an `alpha` (add/sub's fused multiply-add through
+    float64, rounded once)."""
     subtract = ufunc is np.subtract
+    runs = _RUNS[ufunc]
     python_op = {np.add: operator.add, np.subtract: operator.sub, np.multiply: operator.mul}.get(
         ufunc)
     if int64 and python_op is None:
         raise ValueError(f"no integer arithmetic for {ufunc.__name__}")
 
     def write_into(a, b, alpha=_ONE) -> bool:
-        dt = a.dtype
-        cls = b.__class__
         if alpha is _ONE:
-            if dt is _F32 or dt is _F64:
-                if not (cls is float or cls is int or (cls is _ndarray and b.dtype is dt)):
-                    return False
-            elif not (int64 and dt is _I64 and cls is int and _I64_MIN <= b <= _I64_MAX):
+            if float_writer_operands(a, (b,)):
+                if b.__class__ is _ndarray and a.size >= RUNS_NATIVE_MIN and \
+                        b.shape != a.shape and _runs_native(runs, a, b):
+                    return True
+                try:
+                    ufunc(a, b, out=a)
+                except ValueError:  # `b` broadcasts past `a`: raised before any write;
+                    return False  # dispatch's general path has the error
+                return True
+            if not (int64 and a.dtype is _I64 and b.__class__ is int and
+                    _I64_MIN <= b <= _I64_MAX):
                 return False
-            elif not a.ndim:
+            if not a.ndim:
                 # One element (a counter: BatchNorm's `num_batches_tracked += 1`): Python's
                 # integer arithmetic wrapped as int64's is several times quicker than a
                 # ufunc taking a Python int.
@@ -647,12 +727,12 @@ def direct_writer(ufunc, *, int64: bool = True, fused_alpha: bool = False):
             except ValueError:  # `b` broadcasts past `a`, or `a` is read-only: raised before
                 return False  # any write; dispatch's general path has the errors and aliases
             return True
-        if not (fused_alpha and dt is _F32 and cls is _ndarray and b.dtype is _F32 and
+        if not (fused_alpha and a.dtype is _F32 and b.__class__ is _ndarray and
                 (alpha.__class__ is int or alpha.__class__ is float) and
-                -_F32_MAX <= alpha <= _F32_MAX):
+                float_writer_operands(a, (b,)) and -_F32_MAX <= alpha <= _F32_MAX):
             return False
         alpha = _F32.type(-alpha if subtract else alpha)
-        if a.flags.writeable and _axpy_native(a, b, alpha, a):
+        if _axpy_native(a, b, alpha, a):
             return True
         alpha = _F64.type(alpha)
         product = np.multiply(b, alpha, dtype=_F64)
@@ -666,15 +746,13 @@ def direct_writer(ufunc, *, int64: bool = True, fused_alpha: bool = False):
 
 
 # In-place add/sub/mul/div write their commonest cases straight into `self` (`direct_writer`).
-add.kernel.write_into = direct_writer(np.add, fused_alpha=True)
-sub.kernel.write_into = direct_writer(np.subtract, fused_alpha=True)
-mul.kernel.write_into = direct_writer(np.multiply)
-div.kernel.write_into = direct_writer(np.true_divide, int64=False)
-
-add_ = inplace_variant(add, "add_.Tensor")
-sub_ = inplace_variant(sub, "sub_.Tensor")
-mul_ = inplace_variant(mul, "mul_.Tensor", saves_self=True, forward_ad="product")
-div_ = inplace_variant(div, "div_.Tensor", saves_self=True, forward_ad="product")
+add_ = inplace_variant(add, "add_.Tensor", write_into=direct_writer(np.add, fused_alpha=True))
+sub_ = inplace_variant(sub, "sub_.Tensor",
+                       write_into=direct_writer(np.subtract, fused_alpha=True))
+mul_ = inplace_variant(mul, "mul_.Tensor", saves_self=True, forward_ad="product",
+                       write_into=direct_writer(np.multiply))
+div_ = inplace_variant(div, "div_.Tensor", saves_self=True, forward_ad="product",
+                       write_into=direct_writer(np.true_divide, int64=False))
 # `pow_` with a tensor exponent (`x.pow_(t)`, `x **= t`, `float_power_`).
 pow_tensor_ = inplace_variant(pow_tensor, "pow_.Tensor", saves_self=True,
                               kernel=inplace_checks_first(pow_tensor.kernel))

@@ -41,8 +41,9 @@ def _zero_kernel(a):
 
 
 def _zero_into(a) -> bool:
-    """`zero_`'s result written straight into `a` (see `arithmetic.direct_writer`); False,
-    having written nothing, where `a` is read-only (dispatch's general path writes it)."""
+    """`zero_`'s `write_into`: its result written straight into `a` (see
+    `OpDef.write_into`); False, having written nothing, where `a` is read-only (dispatch's
+    general path writes it)."""
     try:
         a.fill(0)
     except ValueError:
@@ -50,12 +51,10 @@ def _zero_into(a) -> bool:
     return True
 
 
-_zero_kernel.write_into = _zero_into
-
 zero_ = register(
     "zero_", kernel=_zero_kernel, meta=lambda a: Spec(tuple(a.shape), a.dtype),
     inplace=True, node="ZeroBackward0", derivative=lambda g: (g * 0,), zero_grad=True,
-    samples=_samples(), onnx=_ox.fill, overlap_ok="")
+    samples=_samples(), onnx=_ox.fill, overlap_ok="", write_into=_zero_into)
 fill_scalar = register(
     "fill_.Scalar", kernel=_fill_kernel, meta=_fill_meta, inplace=True, node="FillBackward2",
     quantized={"kernel": "_fill"},
@@ -101,8 +100,6 @@ def _copy_into(a, src, non_blocking=False) -> bool:
     return True
 
 
-_copy_kernel.write_into = _copy_into
-
 
 def _copy_derivative(g, src_dtype):
     return (g * 0, g.to(src_dtype), None)
@@ -119,4 +116,4 @@ copy_ = register(
     # (lowered only where it writes a tensor of the graph that nothing else reads)
     lowering=lambda v, dst, src, non_blocking=False: v.copy_into(dst, src),
     derivative=_copy_derivative, save=lambda out, a, src, non_blocking=False: (src.dtype,),
-    tensor_args=(0, 1), samples=_copy_samples, onnx=_ox.fill)
+    tensor_args=(0, 1), samples=_copy_samples, onnx=_ox.fill, write_into=_copy_into)

@@ -103,7 +103,7 @@ class OpDef:
                  "saved_names", "plain_args", "data_dependent", "permutes", "recomputable",
                  "autocast", "undefined_grads", "result_order", "save_reads_output",
                  "overlap_ok", "forward_ad", "flops", "out_of_place", "tensors_only",
-                 "quantized", "__weakref__")
+                 "quantized", "write_into", "__weakref__")
 
     def __init__(self, name: str, *, kernel: Callable, meta: Callable,
                  derivative: Callable | None = None, save: Callable | None = None,
@@ -121,7 +121,7 @@ class OpDef:
                  undefined_grads: bool = False, result_order: str | None = None,
                  overlap_ok: str | None = None, forward_ad: str | None = None,
                  flops: Callable | None = None, tensors_only: tuple = (),
-                 quantized: dict | None = None):
+                 quantized: dict | None = None, write_into: Callable | None = None):
         self.name = name
         # How a quantized tensor (`fusegrad._quantized`) takes the op, where it does not
         # refuse it (most ops: PyTorch's "Could not run ... QuantizedCPU backend"); keys:
@@ -136,6 +136,10 @@ class OpDef:
             raise ValueError(f"op {name!r}: unknown quantized keys "
                              f"{sorted(set(quantized) - _QUANTIZED_KEYS)}")
         self.quantized = quantized
+        # An in-place op's writer, `write_into(*arrays) -> bool`: the kernel's result
+        # written straight into `self`'s array where it can (True), nothing written (False)
+        # where dispatch must compute the value and copy it in (`_dispatch._inplace`).
+        self.write_into = write_into
         # The names of the operands PyTorch's signature takes as Tensor only, with no
         # overload for a number (`atan2(Tensor input, Tensor other)`: ("input", "other")),
         # in order; () for most ops. The public surface refuses anything else there with

@@ -36,6 +36,7 @@ from ._util import (
 from .activation import real_grad_only
 from .activation_backward import backward_meta, first_order_kernel, threshold_backward
 from .arithmetic import (
+    float_writer_operands,
     neg,
     pow_scalar,
     reciprocal,
@@ -205,16 +206,9 @@ RELU_GRAD_NATIVE_MIN = RELU_SIMD_MIN
 
 
 def _relu_native(a: np.ndarray, out: np.ndarray) -> bool:
-    """relu of contiguous float32/float64 `a` into `out` (`a` itself for relu_) in C,
+    """relu of C-contiguous float32/float64 `a` into `out` (`a` itself for relu_) in C,
     elements shared between threads; False (nothing written) when native kernels are off."""
-    fn = _native.typed("pointwise", "relu", a.dtype, "ppii")
-    if fn is None:
-        return False
-    src = _native.address(a)
-    dst = src if out is a else _native.address(out)
-    n = a.size
-    _native.run_pieces(fn, (src, dst), (), n, n)
-    return True
+    return _native.run_elementwise(_native.typed("pointwise", "relu", a.dtype, "ppii"), (a, out))
 
 
 def _relu_float(a):
@@ -229,15 +223,17 @@ def _relu_float(a):
     return _relu_contiguous(a)
 
 
-def _relu_contiguous(a):
+def _relu_contiguous(a, out=None):
     """relu of a C-contiguous float32/float64 array of at least `RELU_SIMD_MIN` values:
-    against a block of zeros, in C beyond `RELU_NATIVE_MIN`."""
+    against a block of zeros, in C beyond `RELU_NATIVE_MIN`; into `out` where given (`a`
+    itself for relu_)."""
     dt = a.dtype
     n = a.size
     zeros = _RELU_ZEROS[dt]
     if n <= RELU_ZERO_BLOCK:
-        return np.maximum(zeros[:n].reshape(a.shape), a)
-    out = np.empty(a.shape, dt)
+        return np.maximum(zeros[:n].reshape(a.shape), a, out=out)
+    if out is None:
+        out = np.empty(a.shape, dt)
     if n >= RELU_NATIVE_MIN and _relu_native(a, out):
         return out
     flat, dst = a.reshape(-1), out.reshape(-1)
@@ -274,14 +270,17 @@ def _relu_kernel(a):
 _relu_kernel.ufunc = _relu_float  # float arrays: the recorders call it themselves
 
 
-def _relu_inplace_kernel(a):
-    """relu_'s kernel: a large contiguous float32/float64 input is written in place by the
-    C kernel and returned (dispatch's copy of an array onto itself is free); anything else
-    is computed as relu's and copied in by dispatch."""
-    if a.size >= RELU_NATIVE_MIN and a.dtype in _native.SUFFIX and a.flags.c_contiguous and \
-            a.flags.writeable and _relu_native(a, a):
-        return a
-    return _relu_kernel(a)
+def _relu_write_into(a) -> bool:
+    """relu_'s `write_into` (see dispatch's in-place path): a float32/float64 `a` written in
+    place by relu's own steps (the same bits); False, having written nothing, for another
+    dtype or a read-only `a` (the kernel's checks and dispatch's general path)."""
+    if not float_writer_operands(a, ()):
+        return False
+    if a.size < RELU_SIMD_MIN or not a.flags.c_contiguous:
+        _maximum(_RELU_ZERO[a.dtype], a, out=a)
+    else:
+        _relu_contiguous(a, a)
+    return True
 
 
 def _relu_meta(a):
@@ -502,7 +501,7 @@ _neg_inplace_kernel.ufunc = np.negative
 neg_ = inplace_variant(neg, "neg_", kernel=_neg_inplace_kernel)
 pow_ = inplace_variant(pow_scalar, "pow_.Scalar", saves_self=True)
 reciprocal_ = inplace_variant(reciprocal, "reciprocal_")
-relu_ = inplace_variant(relu, "relu_", kernel=_relu_inplace_kernel)
+relu_ = inplace_variant(relu, "relu_", write_into=_relu_write_into)
 
 
 def _zero(g, *rest):

@@ -224,3 +224,30 @@ void clamp_##S(const T *a, T *out, const T *bounds, int64_t start, int64_t stop,
 }
 CLAMP(float, f32)
 CLAMP(double, f64)
+
+/* out = a OP b where b holds one value per run of `inner` consecutive values, run u taking
+   b[u % mid]: a bias per channel broadcast over (N, C, H, W) (`x.add_(b)`, b of shape
+   (C, 1, 1)), over runs [start, stop). One IEEE operation per value, a's value first, as
+   NumPy's loop computes it; out may be a. */
+#define RUNS(T, S, NAME, OP)                                                              \
+void NAME##_runs_##S(const T *a, const T *b, T *out, int64_t start, int64_t stop,         \
+                     int64_t mid, int64_t inner) {                                        \
+    int64_t j = start % mid;                                                              \
+    for (int64_t u = start; u < stop; u++) {                                              \
+        const T v = b[j];                                                                 \
+        const T *x = a + u * inner;                                                       \
+        T *y = out + u * inner;                                                           \
+        for (int64_t k = 0; k < inner; k++)                                               \
+            y[k] = x[k] OP v;                                                             \
+        if (++j == mid)                                                                   \
+            j = 0;                                                                        \
+    }                                                                                     \
+}
+RUNS(float, f32, add, +)
+RUNS(double, f64, add, +)
+RUNS(float, f32, sub, -)
+RUNS(double, f64, sub, -)
+RUNS(float, f32, mul, *)
+RUNS(double, f64, mul, *)
+RUNS(float, f32, div, /)
+RUNS(double, f64, div, /)
