@@ -282,10 +282,11 @@ def einsum(equation, *operands):
         order = [s.index(c) for c in out_spec] + [i for i, c in enumerate(s) if c not in out_spec]
         t = permute(t, order)
         s = "".join(s[i] for i in order)
+    contracted = False
     for k in range(1, len(terms)):
         later = "".join(x for _, x in terms[k + 1:])
-        t, s = _einsum_pair(t, s, terms[k][0], terms[k][1], out_spec + later, letters,
-                            len(terms) == 2)
+        t, s, contracted = _einsum_pair(t, s, terms[k][0], terms[k][1], out_spec + later,
+                                        letters, len(terms) == 2)
     # Sum what the output does not keep, then order the remaining letters.
     drop = [i for i, c in enumerate(s) if c not in out_spec]
     if drop and len(terms) > 1 and builtins.all(t.shape[i] == 1 for i in drop):
@@ -297,6 +298,10 @@ def einsum(equation, *operands):
         s = "".join(c for c in s if c in out_spec)
     if s != out_spec:
         t = permute(t, [s.index(c) for c in out_spec])
+        if contracted:
+            # PyTorch views its last product's permuted result to the output's shape (what
+            # drops its summed dims of size 1): the output's node is a view's
+            t = reshape(t, t.shape)
     return t
 
 
@@ -438,7 +443,8 @@ def _aligned(t, s: str, letters: list):
 def _einsum_pair(a, sa, b, sb, out_spec, order: str, only_pair: bool = False):
     """Contract two operands: letters in both and kept are batch dims, letters in both and not
     kept are summed by a bmm; the others stay free. `order`: the einsum's order of letters;
-    `only_pair`: the einsum's only two operands."""
+    `only_pair`: the einsum's only two operands. Returns the product, its letters and whether
+    a bmm made it."""
     # Sum letters that appear only in one operand and not in the output early.
     for t_name in ("a", "b"):
         t, s, other = (a, sa, sb) if t_name == "a" else (b, sb, sa)
@@ -486,7 +492,7 @@ def _einsum_pair(a, sa, b, sb, out_spec, order: str, only_pair: bool = False):
         r = mul(a, b)
         if r._data.__class__ is np.ndarray:  # (eager: the product kept NumPy's order)
             r._data = iterator_layout(r._data, a._data, b._data)
-        return r, "".join(letters)
+        return r, "".join(letters), False
     # PyTorch's product lays out the kept dims by their sizes, each group in the einsum's
     # order: those of a size above 1 in both (batch), in the left operand only, the rest
     # (right); a size-1 dim of one operand is left out of its matrices. Where every right
@@ -514,4 +520,4 @@ def _einsum_pair(a, sa, b, sb, out_spec, order: str, only_pair: bool = False):
     n = _prod([size[c] for c in fb])
     r = bmm(reshape(a, (nb, m, k)), reshape(b, (nb, k, n)))
     r = reshape(r, tuple(size[c] for c in batch + fa + fb))
-    return r, "".join(batch + fa + fb)
+    return r, "".join(batch + fa + fb), True

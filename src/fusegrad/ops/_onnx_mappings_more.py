@@ -26,6 +26,7 @@ __all__ = [
     "median_all", "median_dim", "erfinv", "hypot", "linalg_cross", "pdist", "aminmax",
     "count_nonzero", "histc", "heaviside", "isin", "trace", "diag_embed", "block_diag",
     "xlogy", "sinc", "angle_scale", "multi_margin_loss", "legacy_norm", "huber_loss",
+    "shrink",
 ]
 
 I64 = np.dtype(np.int64)
@@ -549,6 +550,28 @@ def threshold(b, inputs, args, kwargs, opset):
     cmp_dtype = dtype if dtype.kind == "f" or float(th) == int(th) else np.dtype(np.float64)
     low = b.emit("LessOrEqual", [b.cast(x, cmp_dtype), b.operand(th, cmp_dtype)], dtype=BOOL)
     return b.emit("Where", [low, b.operand(args[2], dtype), x])
+
+
+def shrink(soft: bool) -> Callable:
+    """softshrink (`soft`) / hardshrink(self, lambd=0.5): x moved `lambd` towards zero, or
+    kept, outside [-lambd, lambd], zero inside. Comparisons and Where rather than ONNX's
+    Shrink, which maps NaN to 0 where PyTorch keeps it."""
+
+    def mapping(b, inputs, args, kwargs, opset):
+        dtype = b.out_dtype
+        x = b.cast(inputs[0], dtype)
+        lambd = float(_arg(args, 1, kwargs.get("lambd", 0.5)))
+        above = b.emit("Greater", [x, b.operand(lambd, dtype)], dtype=BOOL)
+        below = b.emit("Less", [x, b.operand(-lambd, dtype)], dtype=BOOL)
+        hi, lo = x, x
+        if soft:
+            hi = b.emit("Sub", [x, b.operand(lambd, dtype)])
+            lo = b.emit("Add", [x, b.operand(lambd, dtype)])
+        inside = b.emit("Mul", [x, b.operand(0.0, dtype)])  # (0, and NaN for NaN)
+        return b.emit("Where", [above, hi, b.emit("Where", [below, lo, inside])])
+
+    mapping.__doc__ = ("softshrink" if soft else "hardshrink") + ": Where of comparisons."
+    return mapping
 
 
 # Giles, "Approximating the erfinv function" (GPU Computing Gems, 2011): the single

@@ -812,6 +812,15 @@ nll_loss2d_backward = _register_nll_backward(
 def _mse_kernel(x, t, reduction=1):
     dt = float_loss_dtype(x, t, "mse").np
     d = _work(x) - _work(t)
+    if dt in HALF:
+        # PyTorch's kernel rounds the difference and its square to the half dtype; the
+        # reduction adds those in float32 and rounds the sum (or the mean) once
+        d = d.astype(dt).astype(F32)
+        sq = (d * d).astype(dt)
+        if reduction == 0 or not d.size:
+            return np.asarray(_reduce(sq, reduction)).astype(dt, copy=False)
+        total = sq.astype(F32).sum()
+        return np.asarray(total / np.float32(d.size) if reduction == 1 else total).astype(dt)
     return np.asarray(_reduce(d * d, reduction)).astype(dt, copy=False)
 
 

@@ -845,12 +845,13 @@ def _half_adaptive3d(a: np.ndarray, output_size) -> np.ndarray:
     return (out / counts[2].reshape(shape + (1, 1, -1))).astype(a.dtype)
 
 
-def _adaptive_matrix(size: int, out: int) -> np.ndarray:
-    """(out, size): row i averages input positions floor(i*size/out) .. ceil((i+1)*size/out)."""
+def _adaptive_matrix(size: int, out: int, average: bool = True) -> np.ndarray:
+    """(out, size): row i averages input positions floor(i*size/out) .. ceil((i+1)*size/out)
+    (marks them with 1 where not `average`)."""
     m = np.zeros((out, size))
     for i in range(out):  # one row per output position along one axis
         lo, hi = (i * size) // out, -(-((i + 1) * size) // out)
-        m[i, lo:hi] = 1.0 / (hi - lo)
+        m[i, lo:hi] = 1.0 / (hi - lo) if average else 1.0
     return m
 
 
@@ -884,9 +885,24 @@ def _adaptive_meta(a, output_size):
 
 def _adaptive_save(out, a, output_size):
     dt = a.dtype.np
+    if dt in HALF:
+        # (cells, not weights: the derivative divides by the windows' extents, as PyTorch)
+        return (_const(_adaptive_matrix(a.shape[-2], output_size[0], False).astype(dt), a),
+                _const(_adaptive_matrix(a.shape[-1], output_size[1], False).astype(dt), a),
+                format_of(a))
     return (_const(_adaptive_matrix(a.shape[-2], output_size[0]).astype(dt), a),
             _const(_adaptive_matrix(a.shape[-1], output_size[1]).astype(dt), a),
             format_of(a))
+
+
+def _adaptive_derivative(g, mh, mw, fmt=None):
+    """adaptive_avg_pool2d's input gradient: each output's gradient spread over its window.
+    For a half dtype `mh` and `mw` mark the windows' cells (1) rather than weigh them, and
+    the gradient is divided by the window's height and then its width, each rounded to the
+    dtype, as PyTorch's kernel does, before it is spread."""
+    if g.dtype in (_dtype.float16, _dtype.bfloat16):
+        g = g / mh.sum(-1, keepdim=True) / mw.sum(-1)
+    return (tensor_in_format(mh.t() @ g @ mw, fmt), None)
 
 
 def _adaptive_onnx(b, inputs, args, kwargs, opset):
@@ -906,8 +922,7 @@ def _adaptive_onnx(b, inputs, args, kwargs, opset):
 adaptive_avg_pool2d = register(
     "_adaptive_avg_pool2d", kernel=input_format(_adaptive_kernel), meta=_adaptive_meta,
     node="AdaptiveAvgPool2DBackward0",
-    derivative=lambda g, mh, mw, fmt=None: (tensor_in_format(mh.t() @ g @ mw, fmt), None),
-    save=_adaptive_save,
+    derivative=_adaptive_derivative, save=_adaptive_save,
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), o), name=f"{s}->{o}") for s, o in (
         ((2, 3, 7, 5), [3, 2]), ((1, 2, 4, 4), [2, 2]), ((3, 6, 6), [4, 5]))],
     onnx=_adaptive_onnx, public="adaptive_avg_pool2d")

@@ -137,7 +137,8 @@ softshrink = register(
     save=lambda out, a, lambd=0.5: (a, lambd), samples=_param_samples((0.5,), (1.5,)),
     saved_names=("self", "lambd"),
     decomposition=lambda x, lambd=0.5: x.new_zeros(()).where(
-        _inside(x, lambd), (x - lambd).where(x > 0, x + lambd)), result_order="operands")
+        _inside(x, lambd), (x - lambd).where(x > 0, x + lambd)), result_order="operands",
+    onnx=ox.shrink(True))
 
 
 def _hardshrink(x, lambd=0.5):
@@ -151,7 +152,7 @@ hardshrink = register(
     save=lambda out, a, lambd=0.5: (a, lambd), samples=_param_samples((0.5,), (1.5,)),
     saved_names=("self", "lambd"),
     decomposition=lambda x, lambd=0.5: x.new_zeros(()).where(_inside(x, lambd), x),
-    result_order="operands")
+    result_order="operands", onnx=ox.shrink(False))
 
 
 def _shrink_backward_kernel(keep):
