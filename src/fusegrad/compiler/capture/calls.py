@@ -412,7 +412,10 @@ def is_graph_made_wrapper(v: Variable) -> bool:
     for a function the frame made, or `_wrapper_variable`'s)."""
     if isinstance(v, NestedFunctionVariable):
         return v.code is _wrapper_code()
+    # (a function only: reading an attribute of another constant, a float from `.item()`
+    # that is a symbolic number, would specialise it)
     return isinstance(v, ConstantVariable) and v.source is None and \
+        isinstance(v.value, types.FunctionType) and \
         getattr(v.value, "_fusegrad_made_in_graph", False)
 
 
