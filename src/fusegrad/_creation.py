@@ -491,24 +491,27 @@ def _floats_beyond(data, np_dtype) -> bool:
     return False
 
 
-def records_factory_calls() -> bool:
-    """Whether this thread's innermost mode making factory results records the call the
-    program made (make_fx, export: `record_factories`), where a number the program writes
-    is a literal tensor too (`x[0] = 1.0` fills from `lift_fresh_copy` of `tensor(1.)`)."""
+def _factory_mode_says(attribute: str) -> bool:
+    """`attribute` of this thread's innermost mode that makes factory results (False where
+    none does, or it lacks the attribute)."""
     for mode in reversed(_thread_local.modes):
         if getattr(mode, "make_factory_tensor", None) is not None:
-            return getattr(mode, "record_factories", False)
+            return getattr(mode, attribute, False)
     return False
+
+
+def records_factory_calls() -> bool:
+    """Whether the innermost factory mode records the call the program made (make_fx,
+    export: `record_factories`), where a number the program writes is a literal tensor too
+    (`x[0] = 1.0` fills from `lift_fresh_copy` of `tensor(1.)`)."""
+    return _factory_mode_says("record_factories")
 
 
 def _traces_factories() -> bool:
-    """Whether this thread's innermost mode making factory results is a tracer keeping their
-    values (`factory_values`), not one making fake tensors (the capture's, whose example of a
+    """Whether the innermost factory mode is a tracer keeping their values
+    (`factory_values`), not one making fake tensors (the capture's, whose example of a
     literal stays real, so a mask written in the program keeps its known shape)."""
-    for mode in reversed(_thread_local.modes):
-        if getattr(mode, "make_factory_tensor", None) is not None:
-            return getattr(mode, "factory_values", False)
-    return False
+    return _factory_mode_says("factory_values")
 
 
 def _holds_tensor(data) -> bool:

@@ -110,7 +110,7 @@ def _like_options(v: dict) -> dict | None:
 
 def read_like(v: dict):
     options = _like_options(v)
-    if options is None or v["args"] or any(v["kwargs"].get(k) for k in v["kwargs"]):
+    if options is None or v["args"] or any(v["kwargs"].values()):
         return None  # (only `pin_memory=False` may be among the other keywords)
     return v["fn"].__name__ + "_like.default", [v["input"]], options
 
